@@ -1,0 +1,108 @@
+// Package backend defines the small set of tensor operations that the GPT-2 model and the trainer
+// are written against. A backend (the CPU one in backend/cpu, a CUDA one later) owns memory and
+// implements every op; the model never imports a backend package.
+//
+// Conventions for every op:
+//   - Buffers are flat, row-major float32 arrays (int32 for tokens) owned by the backend.
+//   - Shapes are given in the comment above each method using B (batch), T (time), C (channels),
+//     NH (heads), HS = C/NH (head size), OC (output channels), N (rows, usually B*T),
+//     V (real vocab size) and Vp (padded vocab size, Vp >= V).
+//   - Forward ops overwrite their outputs. Backward ops ACCUMULATE (+=) into every gradient they
+//     produce, so gradients of shared tensors (the tied token embedding, the residual stream) and
+//     gradient accumulation over micro-batches need no extra copies; callers zero gradients.
+//   - Results must not depend on the number of threads or on scheduling: reductions run in a fixed
+//     order, which is what makes resumed runs bit-identical.
+package backend
+
+// Buf is memory owned by a backend: host memory on the CPU, device memory on a GPU.
+type Buf interface {
+	// Len is the number of elements (float32 or int32) in the buffer.
+	Len() int
+}
+
+// Backend allocates memory, moves it to and from the host, and runs the model's ops.
+type Backend interface {
+	// Name is a short human-readable name such as "cpu (2 threads)".
+	Name() string
+
+	// Alloc returns a zeroed float32 buffer of n elements.
+	Alloc(n int) Buf
+	// AllocInt32 returns a zeroed int32 buffer of n elements (tokens and targets).
+	AllocInt32(n int) Buf
+	// View returns the n elements of b starting at off, sharing memory with b.
+	View(b Buf, off, n int) Buf
+	// Upload copies src into dst[:len(src)].
+	Upload(dst Buf, src []float32)
+	// UploadInt32 copies src into the int32 buffer dst[:len(src)].
+	UploadInt32(dst Buf, src []int32)
+	// Download copies src[:len(dst)] into dst.
+	Download(dst []float32, src Buf)
+	// Zero sets every element of b to 0.
+	Zero(b Buf)
+	// Sync waits for all queued work to finish (a no-op on the CPU).
+	Sync() error
+
+	Ops
+}
+
+// Ops are the layers of GPT-2, each a forward/backward pair.
+type Ops interface {
+	// EncoderForward: out(B,T,C) = wte[tokens[b,t]] + wpe[t].
+	// tokens is int32 (B,T), wte (Vp,C), wpe (maxT,C); wpe may be nil (no positional embeddings).
+	EncoderForward(out, tokens, wte, wpe Buf, B, T, C int)
+	// EncoderBackward accumulates dout(B,T,C) into dwte(Vp,C) rows and dwpe(maxT,C); dwpe may be nil.
+	EncoderBackward(dwte, dwpe, dout, tokens Buf, B, T, C int)
+
+	// LayerNormForward normalises each of the N rows of inp(N,C) (eps 1e-5, biased variance):
+	// out(N,C) = (inp-mean)*rstd*weight(C) + bias(C); it saves mean(N) and rstd(N) for backward.
+	LayerNormForward(out, mean, rstd, inp, weight, bias Buf, N, C int)
+	// LayerNormBackward accumulates into dinp(N,C), dweight(C), dbias(C) given dout(N,C).
+	LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd Buf, N, C int)
+
+	// MatmulForward: out(N,OC) = inp(N,C) @ weight(OC,C)^T + bias(OC); bias may be nil.
+	MatmulForward(out, inp, weight, bias Buf, N, C, OC int)
+	// MatmulBackward accumulates dinp(N,C) += dout @ weight, dweight(OC,C) += dout^T @ inp,
+	// dbias(OC) += column sums of dout(N,OC). dbias may be nil (no bias); dinp may be nil (not needed).
+	MatmulBackward(dinp, dweight, dbias, dout, inp, weight Buf, N, C, OC int)
+
+	// AttentionForward runs causal multi-head self-attention. qkv(B,T,3C) holds q, k, v side by side,
+	// each split into NH heads of size HS. It writes out(B,T,C) and saves preatt(B,NH,T,T), the scaled
+	// scores q.k/sqrt(HS), and att(B,NH,T,T), their causal softmax (entries above the diagonal are 0).
+	AttentionForward(out, preatt, att, qkv Buf, B, T, C, NH int)
+	// AttentionBackward accumulates into dqkv(B,T,3C) given dout(B,T,C); dpreatt and datt (B,NH,T,T)
+	// are scratch space that the op overwrites.
+	AttentionBackward(dqkv, dpreatt, datt, dout, qkv, att Buf, B, T, C, NH int)
+
+	// GeluForward: out(N) = gelu(inp(N)) with the tanh approximation.
+	GeluForward(out, inp Buf, N int)
+	// GeluBackward accumulates dinp(N) += gelu'(inp) * dout.
+	GeluBackward(dinp, inp, dout Buf, N int)
+
+	// ResidualForward: out(N) = a(N) + b(N).
+	ResidualForward(out, a, b Buf, N int)
+	// ResidualBackward accumulates da(N) += dout and db(N) += dout.
+	ResidualBackward(da, db, dout Buf, N int)
+
+	// CrossEntropyForward takes logits(N,Vp) and int32 targets(N); it writes probs(N,Vp), the softmax
+	// over the first V columns (columns V..Vp-1 are padding and get probability 0), and
+	// losses(N) = -log probs[target]. probs may be the same buffer as logits.
+	CrossEntropyForward(losses, probs, logits, targets Buf, N, V, Vp int)
+	// CrossEntropyBackward writes (does not accumulate) dlogits(N,Vp) = (probs - onehot(target)) * dloss
+	// for columns < V and 0 for padding; dloss is the gradient of the loss w.r.t. each position's loss
+	// (1/N for a mean). dlogits may be the same buffer as probs.
+	CrossEntropyBackward(dlogits, probs, targets Buf, dloss float32, N, V, Vp int)
+
+	// AdamW updates params(N) in place from grads(N) as torch.optim.AdamW does: decoupled weight decay
+	// p -= lr*weightDecay*p, moments m, v (N), bias correction with the 1-based step.
+	// gradScale multiplies every gradient first (used for gradient clipping).
+	AdamW(params, grads, m, v Buf, N int, h AdamWParams)
+	// SumSquares returns the sum of squares of x(N) accumulated in float64 (for the gradient norm).
+	SumSquares(x Buf, N int) float64
+}
+
+// AdamWParams are the scalars of one AdamW update.
+type AdamWParams struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float32
+	GradScale                          float32
+	Step                               int // 1-based
+}
