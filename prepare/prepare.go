@@ -1,0 +1,379 @@
+// Package prepare turns text files into a dataset directory: tokenized llm.c shards
+// (train_000000.bin..., val_000000.bin...) and meta.json. Run does the work for any inputs;
+// Resolve maps gpt2go train's --data argument (the default Go corpus, "shakespeare", a text
+// file, or an existing dataset) to a prepared directory, preparing it into a cache once.
+//
+// Conventions:
+//   - Documents. Each input file is one document. When the tokenizer has an EOT token, every
+//     document is preceded by EOT (as llm.c's data scripts do), so the first token of the
+//     first shard is EOT and a model learns that EOT starts a fresh text. A char tokenizer over
+//     a single file has no EOT at all (Tiny Shakespeare: vocab 65, like nanoGPT).
+//   - Order. All files are read in sorted path order, whatever order the inputs were given in.
+//   - Validation split. The inputs form one stream of S bytes (the files' contents in that
+//     order). Train gets the first floor((1-ValFraction)*S) bytes, rounded up to the next point
+//     where the tokenizer can cut without changing any token (exactly there for byte, before
+//     the next ASCII byte for char, before the next ' ' or '\n' followed by printable ASCII for
+//     gpt2, or the end of that document if there is none); val gets the rest. The EOT before a
+//     document goes with the document. For Tiny Shakespeare at char level this gives nanoGPT's
+//     1,003,854 train and 111,540 val tokens.
+//   - File selection in directories: directories are walked recursively; entries whose name
+//     starts with "." are skipped (hidden files and directories, .git); only regular files are
+//     taken (symlinks are not followed), and of those not the empty ones nor binary ones (a NUL
+//     byte in the first 8 KiB, git's test). With Options.Ext only files with one of those
+//     extensions are taken. Files named explicitly as inputs are always taken.
+package prepare
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpt2go/gpt2go/data"
+	"github.com/gpt2go/gpt2go/internal/progress"
+	"github.com/gpt2go/gpt2go/tokenizer"
+)
+
+// Defaults for Options' zero values.
+const (
+	DefaultTokenizer   = "gpt2"
+	DefaultValFraction = 0.1
+	// DefaultShardTokens is llm.c's shard size: 100M tokens, 200 MB.
+	DefaultShardTokens = 100_000_000
+)
+
+// chunkBytes is how much text one encoding job holds: big enough to amortise the hand-off,
+// small enough that every core gets work on a few-MB corpus. A variable so tests can make
+// every document many chunks.
+var chunkBytes = 256 << 10
+
+// Options says what to prepare.
+type Options struct {
+	Inputs      []string  // files and directories (walked recursively, see the package comment)
+	Ext         []string  // if set, only files with one of these extensions (".txt") are taken from directories
+	Out         string    // output directory: created, or replaced if it holds only a previous prepare's output
+	Tokenizer   string    // "gpt2" (default), "byte" or "char"
+	ValFraction float64   // share of the input bytes for val; 0 means 0.1, negative means no val split
+	ShardTokens int       // tokens per shard; 0 means 100M
+	Workers     int       // encoding goroutines; 0 means GOMAXPROCS
+	Progress    io.Writer // progress bar and summary; nil for silence
+	Fingerprint string    // recorded in meta.json (Resolve uses it to recognise its caches)
+}
+
+// Result says what Run wrote.
+type Result struct {
+	Dir         string
+	Files       int
+	Bytes       int64
+	TrainShards []string
+	ValShards   []string
+	Meta        *data.Meta
+	Duration    time.Duration
+}
+
+// Run prepares opts.Inputs into opts.Out. The output is built in a temporary directory next to
+// Out and moved into place at the end, so an interrupted run leaves Out as it was (or, when an
+// old Out is being replaced, without meta.json, which makes caches re-prepare it).
+func Run(opts Options) (*Result, error) {
+	start := time.Now()
+	opts, err := withDefaults(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOut(opts.Out); err != nil {
+		return nil, err
+	}
+	files, total, err := collect(opts.Inputs, opts.Ext, opts.Out)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := newTokenizer(opts, files, total)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(opts.Out)), 0o755); err != nil {
+		return nil, fmt.Errorf("prepare: create parent of %s: %w", opts.Out, err)
+	}
+	staging, err := os.MkdirTemp(filepath.Dir(filepath.Clean(opts.Out)), "."+filepath.Base(opts.Out)+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	defer os.RemoveAll(staging) // after a successful install it is gone already
+
+	valStart := total // byte offset where val begins (before rounding to a safe cut)
+	if opts.ValFraction > 0 {
+		valStart = int64(float64(total) * (1 - opts.ValFraction))
+	}
+	bar := progress.New(opts.Progress, total, "prepare", "bytes")
+	defer bar.Finish()
+	w := newShardSet(staging, opts.ShardTokens)
+	if err := encodeAll(tok, files, valStart, opts.Workers, w, bar); err != nil {
+		w.abort()
+		return nil, err
+	}
+	if err := w.close(); err != nil {
+		return nil, err
+	}
+	meta := &data.Meta{
+		Tokenizer:   tok.Name(),
+		VocabSize:   tok.VocabSize(),
+		EOT:         tok.EOT(),
+		TrainTokens: w.tokens[0],
+		ValTokens:   w.tokens[1],
+		InputBytes:  total,
+		ValFraction: max(opts.ValFraction, 0),
+		Fingerprint: opts.Fingerprint,
+	}
+	if c, ok := tok.(*tokenizer.Char); ok {
+		meta.Alphabet = c.Alphabet()
+	}
+	for _, f := range files {
+		meta.Sources = append(meta.Sources, f.path)
+	}
+	if err := data.WriteMeta(staging, meta); err != nil {
+		return nil, err
+	}
+	if err := install(staging, opts.Out); err != nil {
+		return nil, err
+	}
+	res := &Result{Dir: opts.Out, Files: len(files), Bytes: total, Meta: meta, Duration: time.Since(start)}
+	for _, name := range w.names[0] {
+		res.TrainShards = append(res.TrainShards, filepath.Join(opts.Out, name))
+	}
+	for _, name := range w.names[1] {
+		res.ValShards = append(res.ValShards, filepath.Join(opts.Out, name))
+	}
+	bar.Finish()
+	secs := res.Duration.Seconds()
+	fmt.Fprintf(progressOrDiscard(opts.Progress), "prepared %d files, %.1f MB -> %d train + %d val tokens in %.2f s (%.1f MB/s)\n",
+		res.Files, float64(total)/1e6, meta.TrainTokens, meta.ValTokens, secs, float64(total)/1e6/secs)
+	return res, nil
+}
+
+func progressOrDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+func withDefaults(opts Options) (Options, error) {
+	if opts.Tokenizer == "" {
+		opts.Tokenizer = DefaultTokenizer
+	}
+	if !slices.Contains(tokenizer.Names, opts.Tokenizer) {
+		return opts, fmt.Errorf("prepare: unknown tokenizer %q: want one of %s", opts.Tokenizer, strings.Join(tokenizer.Names, ", "))
+	}
+	switch {
+	case opts.ValFraction == 0:
+		opts.ValFraction = DefaultValFraction
+	case !(opts.ValFraction < 1): // also NaN
+		return opts, fmt.Errorf("prepare: val fraction %g must be below 1 (0.1 = 10%% of the text for validation)", opts.ValFraction)
+	}
+	if opts.ShardTokens == 0 {
+		opts.ShardTokens = DefaultShardTokens
+	}
+	if opts.ShardTokens < 0 || opts.ShardTokens > data.MaxShardTokens {
+		return opts, fmt.Errorf("prepare: shard size %d tokens must be between 1 and %d", opts.ShardTokens, data.MaxShardTokens)
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.GOMAXPROCS(0)
+	}
+	if opts.Out == "" {
+		return opts, fmt.Errorf("prepare: no output directory given")
+	}
+	return opts, nil
+}
+
+// outputName matches the files Run writes, the only ones it replaces in an existing Out.
+var outputName = regexp.MustCompile(`^((train|val)_[0-9]{6}\.bin|meta\.json)$`)
+
+// checkOut fails early when Out can't be (re)placed: it is a file, or a directory holding
+// anything other than a previous prepare's output.
+func checkOut(out string) error {
+	st, err := os.Stat(out)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("prepare: output %s: %w", out, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("prepare: output %s is a file, not a directory; choose another --out", out)
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		return fmt.Errorf("prepare: output %s: %w", out, err)
+	}
+	for _, e := range entries {
+		if !outputName.MatchString(e.Name()) {
+			return fmt.Errorf("prepare: output directory %s already holds %s, which prepare did not write; choose an empty or new directory", out, e.Name())
+		}
+	}
+	return nil
+}
+
+// install moves the prepared files from staging into out: a rename when out is new; otherwise
+// the old output is removed (meta.json first, so a half-replaced directory is never taken for a
+// finished one) and the new files moved in, meta.json last.
+func install(staging, out string) error {
+	if err := os.Rename(staging, out); err == nil {
+		return nil
+	}
+	if err := checkOut(out); err != nil {
+		return err
+	}
+	old, err := os.ReadDir(out)
+	if err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	if err := os.Remove(filepath.Join(out, data.MetaFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("prepare: replace %s: %w", out, err)
+	}
+	for _, e := range old {
+		if err := os.Remove(filepath.Join(out, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("prepare: replace %s: %w", out, err)
+		}
+	}
+	fresh, err := os.ReadDir(staging)
+	if err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	move := func(name string) error {
+		if err := os.Rename(filepath.Join(staging, name), filepath.Join(out, name)); err != nil {
+			return fmt.Errorf("prepare: move %s into %s: %w", name, out, err)
+		}
+		return nil
+	}
+	for _, e := range fresh {
+		if e.Name() != data.MetaFile {
+			if err := move(e.Name()); err != nil {
+				return err
+			}
+		}
+	}
+	return move(data.MetaFile)
+}
+
+// inputFile is one document.
+type inputFile struct {
+	path string
+	size int64
+}
+
+// collect lists the input files in sorted path order and their total size. Walks skip the
+// output directory out, so preparing a folder into a subfolder of itself twice doesn't read the
+// first output.
+func collect(inputs, exts []string, out string) ([]inputFile, int64, error) {
+	outAbs, _ := filepath.Abs(out)
+	if len(inputs) == 0 {
+		return nil, 0, fmt.Errorf("prepare: no input files given")
+	}
+	seen := map[string]bool{}
+	var files []inputFile
+	add := func(path string, size int64) {
+		if !seen[path] && size > 0 {
+			seen[path] = true
+			files = append(files, inputFile{path, size})
+		}
+	}
+	for _, in := range inputs {
+		st, err := os.Stat(in)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, 0, fmt.Errorf("prepare: input %s does not exist", in)
+			}
+			return nil, 0, fmt.Errorf("prepare: input %s: %w", in, err)
+		}
+		if !st.IsDir() {
+			add(in, st.Size())
+			continue
+		}
+		err = filepath.WalkDir(in, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if path != in && strings.HasPrefix(d.Name(), ".") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.IsDir() {
+				if abs, _ := filepath.Abs(path); abs == outAbs {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !d.Type().IsRegular() || (len(exts) > 0 && !slices.Contains(exts, filepath.Ext(path))) {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if binary, err := looksBinary(path); err != nil || binary {
+				return err
+			}
+			add(path, info.Size())
+			return nil
+		})
+		if err != nil {
+			return nil, 0, fmt.Errorf("prepare: walk %s: %w", in, err)
+		}
+	}
+	slices.SortFunc(files, func(a, b inputFile) int { return strings.Compare(a.path, b.path) })
+	var total int64
+	for _, f := range files {
+		total += f.size
+	}
+	if len(files) == 0 {
+		return nil, 0, fmt.Errorf("prepare: no text in %s: every input is empty, hidden or binary (or lacks the extensions %v)", strings.Join(inputs, ", "), exts)
+	}
+	return files, total, nil
+}
+
+// looksBinary applies git's test: a NUL byte in the first 8 KiB.
+func looksBinary(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	head := make([]byte, 8<<10)
+	n, err := io.ReadFull(f, head)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return false, err
+	}
+	return bytes.IndexByte(head[:n], 0) >= 0, nil
+}
+
+// newTokenizer builds the tokenizer; char needs a first pass over the text for its alphabet.
+func newTokenizer(opts Options, files []inputFile, total int64) (tokenizer.Tokenizer, error) {
+	if opts.Tokenizer != "char" {
+		return tokenizer.New(opts.Tokenizer, "", false)
+	}
+	var set tokenizer.AlphabetSet
+	bar := progress.New(opts.Progress, total, "alphabet", "bytes")
+	defer bar.Finish()
+	probe, _ := tokenizer.NewChar("a", false) // any char tokenizer cuts at the same points
+	for _, f := range files {
+		err := readChunks(f.path, probe, -1, func(text []byte, _ int64) error {
+			set.Add(text)
+			bar.Add(int64(len(text)))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return tokenizer.NewChar(set.String(), len(files) > 1)
+}

@@ -1,0 +1,340 @@
+package prepare
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	tiktoken "github.com/tiktoken-go/tokenizer"
+
+	"github.com/gpt2go/gpt2go/data"
+	"github.com/gpt2go/gpt2go/tokenizer"
+)
+
+func shakespearePath(tb testing.TB) string {
+	tb.Helper()
+	path := os.Getenv("GPT2GO_SHAKESPEARE")
+	if path == "" {
+		path = filepath.Join("..", "..", "shared", "data", "tinyshakespeare.txt")
+	}
+	if _, err := os.Stat(path); err != nil {
+		tb.Skipf("Tiny Shakespeare not available (%v); set GPT2GO_SHAKESPEARE to its path", err)
+	}
+	return path
+}
+
+// readAll concatenates the tokens of shards.
+func readAll(t *testing.T, shards []string) []int {
+	t.Helper()
+	var all []int
+	for _, s := range shards {
+		tokens, err := data.ReadShard(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range tokens {
+			all = append(all, int(tok))
+		}
+	}
+	return all
+}
+
+// writeTree creates files (slash-separated names relative to root) with their contents.
+func writeTree(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		path := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// libraryEncode is the reference GPT-2 encoding: tiktoken-go over the whole text at once.
+func libraryEncode(t testing.TB, text []byte) []int {
+	c, err := tiktoken.Get(tiktoken.R50kBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetErrorMode(tiktoken.ErrorModeReplace)
+	ids, _, err := c.Encode(string(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = int(id)
+	}
+	return out
+}
+
+func TestShakespeareChar(t *testing.T) {
+	path := shakespearePath(t)
+	text, _ := os.ReadFile(path)
+	out := filepath.Join(t.TempDir(), "ds")
+	res, err := Run(Options{Inputs: []string{path}, Out: out, Tokenizer: "char"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Meta
+	// nanoGPT's shakespeare_char: vocab 65, 1,003,854 train and 111,540 val tokens.
+	if m.VocabSize != 65 || m.EOT != -1 || m.TrainTokens != 1003854 || m.ValTokens != 111540 {
+		t.Fatalf("meta = %+v", m)
+	}
+	ds, err := data.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ds.Tokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tok.Decode(readAll(t, slices.Concat(ds.TrainShards, ds.ValShards))); got != string(text) {
+		t.Fatal("decoded shards differ from the text")
+	}
+}
+
+func TestShakespeareGPT2(t *testing.T) {
+	path := shakespearePath(t)
+	text, _ := os.ReadFile(path)
+	out := filepath.Join(t.TempDir(), "ds")
+	res, err := Run(Options{Inputs: []string{path}, Out: out, ShardTokens: 100_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	train, val := readAll(t, res.TrainShards), readAll(t, res.ValShards)
+	want := append([]int{tokenizer.GPT2EOT}, libraryEncode(t, text)...)
+	if got := append(train, val...); !slices.Equal(got, want) {
+		t.Fatalf("chunked parallel encoding (%d tokens) differs from whole-file encoding (%d tokens, 338,025 + EOT)", len(got), len(want))
+	}
+	if len(res.TrainShards) != 4 || len(res.ValShards) != 1 {
+		t.Fatalf("shards: %v %v", res.TrainShards, res.ValShards)
+	}
+	// Val starts at the first safe cut at or after 90% of the bytes.
+	tok, _ := tokenizer.GPT2()
+	cut := tokenizer.NextSafeCut(tok, text, len(text)*9/10)
+	if wantVal := libraryEncode(t, text[cut:]); !slices.Equal(val, wantVal) {
+		t.Fatalf("val split: %d tokens, want %d from byte %d", len(val), len(wantVal), cut)
+	}
+}
+
+// TestChunkedEqualsWhole makes every document many tiny chunks and checks the shards against
+// the library's whole-document encoding, for adversarial text.
+func TestChunkedEqualsWhole(t *testing.T) {
+	defer func(n int) { chunkBytes = n }(chunkBytes)
+	docs := []string{
+		"it's  a   test\n\n\n  of    spaces \t\n\tand\ttabs\r\nCRLF 's 't 're\n've 'm 'll 'd\n",
+		"digits 1 22 333 4444\n55555 3.14159 1,000,000\nünïcödé wörds 日本語のテキスト\n한국어 텍스트 😀😀 😀\n",
+		"<|endoftext|> in the text\n!!!???... ---\n### $$$ %%%\n\xff\xfe broken \xe2\x82 utf8\n" + strings.Repeat("x", 100) + "\n",
+		strings.Repeat("  \n", 30) + strings.Repeat("word ", 40) + strings.Repeat("\n", 9) + "end",
+	}
+	dir := t.TempDir()
+	var inputs []string
+	for i, d := range docs {
+		inputs = append(inputs, filepath.Join(dir, "in", string(rune('a'+i))+".txt"))
+		os.MkdirAll(filepath.Dir(inputs[i]), 0o755)
+		os.WriteFile(inputs[i], []byte(d), 0o644)
+	}
+	for _, size := range []int{1, 2, 5, 17, 64} {
+		chunkBytes = size
+		res, err := Run(Options{Inputs: []string{filepath.Join(dir, "in")}, Out: filepath.Join(dir, "out"), ValFraction: -1, Workers: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []int
+		for _, d := range docs {
+			want = append(want, tokenizer.GPT2EOT)
+			want = append(want, libraryEncode(t, []byte(d))...)
+		}
+		if got := readAll(t, res.TrainShards); !slices.Equal(got, want) {
+			t.Fatalf("chunk size %d: shards differ from whole-document encoding", size)
+		}
+		if len(res.ValShards) != 0 {
+			t.Fatalf("ValFraction < 0 wrote val shards")
+		}
+	}
+}
+
+func TestByteDocumentsAndSplit(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	files := map[string]string{
+		"b.txt":         "bbbbb",
+		"a.txt":         "aaaaa",
+		"sub/c.md":      "ccccc",
+		".hidden":       "hidden",
+		".git/config":   "hidden",
+		"empty.txt":     "",
+		"image.png":     "PNG\x00\x01",
+		"sub/d.txt":     "ddddd",
+		"sub/.e/ff.txt": "hidden",
+	}
+	writeTree(t, in, files)
+	out := filepath.Join(dir, "out")
+	res, err := Run(Options{Inputs: []string{in}, Out: out, Tokenizer: "byte", ValFraction: 0.3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSources := []string{filepath.Join(in, "a.txt"), filepath.Join(in, "b.txt"), filepath.Join(in, "sub/c.md"), filepath.Join(in, "sub/d.txt")}
+	if !slices.Equal(res.Meta.Sources, wantSources) || res.Bytes != 20 {
+		t.Fatalf("sources %v, %d bytes", res.Meta.Sources, res.Bytes)
+	}
+	// 20 bytes, train gets floor(0.7*20) = 14: a, b, and 4 bytes of c; val the rest of c and d.
+	const eot = 256
+	train, val := readAll(t, res.TrainShards), readAll(t, res.ValShards)
+	wantTrain := []int{eot, 'a', 'a', 'a', 'a', 'a', eot, 'b', 'b', 'b', 'b', 'b', eot, 'c', 'c', 'c', 'c'}
+	wantVal := []int{'c', eot, 'd', 'd', 'd', 'd', 'd'}
+	if !slices.Equal(train, wantTrain) || !slices.Equal(val, wantVal) {
+		t.Fatalf("train %v\nval %v", train, val)
+	}
+	if res.Meta.TrainTokens != 17 || res.Meta.ValTokens != 7 {
+		t.Fatalf("meta counts %+v", res.Meta)
+	}
+
+	// Output inside the input directory is not read back as input.
+	inner := filepath.Join(in, "prepared")
+	for range 2 {
+		if res, err = Run(Options{Inputs: []string{in}, Out: inner, Tokenizer: "byte"}); err != nil || len(res.Meta.Sources) != 4 {
+			t.Fatalf("output inside input: %v, %v", res.Meta.Sources, err)
+		}
+	}
+	os.RemoveAll(inner)
+
+	// Ext filter, and re-running into the same directory replaces the old output.
+	res, err = Run(Options{Inputs: []string{in}, Out: out, Tokenizer: "byte", Ext: []string{".md"}, ValFraction: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Meta.Sources, []string{filepath.Join(in, "sub/c.md")}) {
+		t.Fatalf("Ext filter: %v", res.Meta.Sources)
+	}
+	entries, _ := os.ReadDir(out)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"meta.json", "train_000000.bin"}) {
+		t.Fatalf("after re-run the directory holds %v", names)
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(dir, ".out.tmp-*")); len(leftovers) != 0 {
+		t.Fatalf("staging left behind: %v", leftovers)
+	}
+}
+
+func TestCharMultiDocumentHasEOT(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "1.txt"), []byte("ab"), 0o644)
+	os.WriteFile(filepath.Join(dir, "2.txt"), []byte("ba"), 0o644)
+	res, err := Run(Options{Inputs: []string{dir}, Out: filepath.Join(dir, "out"), Tokenizer: "char", ValFraction: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Meta.Alphabet != "ab" || res.Meta.VocabSize != 3 || res.Meta.EOT != 2 {
+		t.Fatalf("meta %+v", res.Meta)
+	}
+	if got := readAll(t, res.TrainShards); !slices.Equal(got, []int{2, 0, 1, 2, 1, 0}) {
+		t.Fatalf("tokens %v", got)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "t.txt")
+	os.WriteFile(text, []byte("hello"), 0o644)
+	empty := filepath.Join(dir, "empty.txt")
+	os.WriteFile(empty, nil, 0o644)
+	foreign := filepath.Join(dir, "foreign")
+	os.MkdirAll(foreign, 0o755)
+	os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("mine"), 0o644)
+	out := filepath.Join(dir, "out")
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no inputs", Options{Out: out}, "no input files"},
+		{"missing input", Options{Inputs: []string{filepath.Join(dir, "nope")}, Out: out}, "does not exist"},
+		{"empty input", Options{Inputs: []string{empty}, Out: out}, "no text in"},
+		{"out is a file", Options{Inputs: []string{text}, Out: text}, "is a file, not a directory"},
+		{"out holds other files", Options{Inputs: []string{text}, Out: foreign}, "already holds notes.txt"},
+		{"no out", Options{Inputs: []string{text}}, "no output directory"},
+		{"tokenizer", Options{Inputs: []string{text}, Out: out, Tokenizer: "bpe"}, "unknown tokenizer"},
+		{"val fraction", Options{Inputs: []string{text}, Out: out, ValFraction: 1}, "must be below 1"},
+		{"shard size", Options{Inputs: []string{text}, Out: out, ShardTokens: -1}, "shard size"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Run(tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("a failed run created the output directory")
+	}
+}
+
+func TestEncodeJobRejectsLargeIDs(t *testing.T) {
+	r := encodeJob(hugeTokenizer{}, job{text: []byte("x")})
+	if r.err == nil || !strings.Contains(r.err.Error(), "does not fit") {
+		t.Fatalf("err = %v", r.err)
+	}
+}
+
+// hugeTokenizer emits an id beyond uint16, which none of the real tokenizers can.
+type hugeTokenizer struct{}
+
+func (hugeTokenizer) Name() string        { return "huge" }
+func (hugeTokenizer) VocabSize() int      { return 1 << 20 }
+func (hugeTokenizer) EOT() int            { return -1 }
+func (hugeTokenizer) Encode([]byte) []int { return []int{70000} }
+func (hugeTokenizer) Decode([]int) string { return "" }
+
+func TestProgressSummary(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.txt"), bytes.Repeat([]byte("to be or not to be\n"), 100), 0o644)
+	var log bytes.Buffer
+	if _, err := Run(Options{Inputs: []string{filepath.Join(dir, "a.txt")}, Out: filepath.Join(dir, "o"), Progress: &log}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "prepared 1 files, 0.0 MB -> ") || !strings.Contains(log.String(), " val tokens in ") {
+		t.Fatalf("summary missing: %q", log.String())
+	}
+}
+
+// BenchmarkPrepareGPT2 runs the whole prepare (read, parallel chunked encode, shards) on Tiny
+// Shakespeare with the GPT-2 tokenizer.
+func BenchmarkPrepareGPT2(b *testing.B) {
+	path := shakespearePath(b)
+	st, _ := os.Stat(path)
+	out := filepath.Join(b.TempDir(), "ds")
+	b.SetBytes(st.Size())
+	for b.Loop() {
+		if _, err := Run(Options{Inputs: []string{path}, Out: out}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLibraryEncodeGPT2 is the baseline: tiktoken-go encoding Tiny Shakespeare in one call
+// on one core.
+func BenchmarkLibraryEncodeGPT2(b *testing.B) {
+	text, err := os.ReadFile(shakespearePath(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, _ := tiktoken.Get(tiktoken.R50kBase)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		if _, _, err := c.Encode(string(text)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,284 @@
+package prepare
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/gpt2go/gpt2go/data"
+	"github.com/gpt2go/gpt2go/internal/atomicfile"
+)
+
+// The default corpus: the Go standard library's own sources, which every Go installation has,
+// so `gpt2go train` works offline with no arguments.
+const (
+	goCorpusBytes = 20 << 20 // about 20 MB of .go files
+	goCorpusDir   = "gosrc-byte"
+)
+
+// ShakespeareURL is where Resolve downloads Tiny Shakespeare (char-rnn's input.txt).
+var ShakespeareURL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+
+// findGOROOT lists candidate GOROOTs; a variable so tests can point it elsewhere.
+var findGOROOT = goroots
+
+// DefaultCacheDir is where Resolve keeps downloads and prepared datasets: the user cache
+// directory's gpt2go folder (~/.cache/gpt2go on Linux).
+func DefaultCacheDir() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory (%v); set $XDG_CACHE_HOME or $HOME", err)
+	}
+	return filepath.Join(dir, "gpt2go"), nil
+}
+
+// Resolve turns gpt2go train's --data SPEC into a dataset directory or shard for data.Open:
+//   - "" or "go": the Go standard library's .go files under $GOROOT/src (no testdata or vendor
+//     directories, no _test.go files), the first ~20 MB in sorted path order, byte tokenizer,
+//     prepared once into cacheDir/gosrc-byte;
+//   - "shakespeare": Tiny Shakespeare at char level (vocab 65), from $GPT2GO_SHAKESPEARE, else
+//     cacheDir/tinyshakespeare.txt, else downloaded there, prepared into cacheDir/shakespeare-char;
+//   - a directory or a .bin file: returned as it is;
+//   - any other file: taken as text and prepared at char level into cacheDir/text-NAME-HASH,
+//     keyed by the file's content.
+//
+// A cached dataset is reused when its meta.json records the same fingerprint (tokenizer and
+// inputs). cacheDir "" means DefaultCacheDir(). progress (may be nil) gets bars and messages.
+func Resolve(spec, cacheDir string, progress io.Writer) (string, error) {
+	if cacheDir == "" {
+		var err error
+		if cacheDir, err = DefaultCacheDir(); err != nil {
+			return "", err
+		}
+	}
+	switch spec {
+	case "", "go":
+		return resolveGo(cacheDir, progress)
+	case "shakespeare":
+		path, err := shakespeareText(cacheDir, progress)
+		if err != nil {
+			return "", err
+		}
+		return prepareText(path, filepath.Join(cacheDir, "shakespeare-char"), progress)
+	}
+	st, err := os.Stat(spec)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("data %s does not exist; pass a dataset directory, a .bin shard, a text file, \"go\" or \"shakespeare\"", spec)
+		}
+		return "", fmt.Errorf("data %s: %w", spec, err)
+	}
+	if st.IsDir() || strings.HasSuffix(spec, ".bin") {
+		return spec, nil
+	}
+	sum, err := hashFile(spec)
+	if err != nil {
+		return "", err
+	}
+	name := strings.TrimSuffix(filepath.Base(spec), filepath.Ext(spec))
+	return prepareText(spec, filepath.Join(cacheDir, "text-"+safeName(name)+"-"+sum[:12]), progress)
+}
+
+// prepareText prepares one text file at char level into dir, unless dir already holds it.
+func prepareText(path, dir string, progress io.Writer) (string, error) {
+	sum, err := hashFile(path)
+	if err != nil {
+		return "", err
+	}
+	fingerprint := "char text sha256:" + sum
+	if cached(dir, fingerprint) {
+		return dir, nil
+	}
+	_, err = Run(Options{Inputs: []string{path}, Out: dir, Tokenizer: "char", Progress: progress, Fingerprint: fingerprint})
+	if err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// cached reports whether dir is a complete dataset prepared with this fingerprint. meta.json is
+// written last, so its presence means the rest is there.
+func cached(dir, fingerprint string) bool {
+	meta, err := data.ReadMeta(dir)
+	if err != nil || meta.Fingerprint != fingerprint {
+		return false
+	}
+	_, err = data.Open(dir)
+	return err == nil
+}
+
+func resolveGo(cacheDir string, progress io.Writer) (string, error) {
+	src, err := goSourceDir()
+	if err != nil {
+		return "", err
+	}
+	files, fingerprint, err := goCorpus(src)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cacheDir, goCorpusDir)
+	if cached(dir, fingerprint) {
+		return dir, nil
+	}
+	if progress != nil {
+		fmt.Fprintf(progress, "default corpus: preparing %d Go files from %s into %s (once)\n", len(files), src, dir)
+	}
+	_, err = Run(Options{Inputs: files, Out: dir, Tokenizer: "byte", Progress: progress, Fingerprint: fingerprint})
+	if err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// goSourceDir finds $GOROOT/src: from `go env GOROOT`, else $GOROOT, else the GOROOT this
+// binary was built with.
+func goSourceDir() (string, error) {
+	candidates := findGOROOT()
+	for _, root := range candidates {
+		src := filepath.Join(root, "src")
+		if st, err := os.Stat(filepath.Join(src, "fmt")); err == nil && st.IsDir() {
+			return src, nil
+		}
+	}
+	return "", fmt.Errorf("default corpus: Go sources not found under $GOROOT/src (tried %s); pass --data DIR|FILE", strings.Join(candidates, ", "))
+}
+
+func goroots() []string {
+	var roots []string
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "env", "GOROOT").Output(); err == nil {
+		if root := strings.TrimSpace(string(out)); root != "" {
+			roots = append(roots, root)
+		}
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		roots = append(roots, root)
+	}
+	//lint:ignore SA1019 deprecated, but the only answer when no go command is installed.
+	if root := runtime.GOROOT(); root != "" {
+		roots = append(roots, root)
+	}
+	return roots
+}
+
+// goCorpus lists the default corpus files under src and fingerprints them (paths and sizes).
+func goCorpus(src string) ([]string, string, error) {
+	var files []string
+	var total int64
+	h := sha256.New()
+	full := errors.New("full")
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != src && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if total+info.Size() > goCorpusBytes {
+			return full
+		}
+		total += info.Size()
+		files = append(files, path)
+		rel, _ := filepath.Rel(src, path)
+		fmt.Fprintf(h, "%s %d\n", rel, info.Size())
+		return nil
+	})
+	if err != nil && err != full {
+		return nil, "", fmt.Errorf("default corpus: %w", err)
+	}
+	if len(files) == 0 {
+		return nil, "", fmt.Errorf("default corpus: no .go files under %s; pass --data DIR|FILE", src)
+	}
+	return files, "byte gosrc sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// shakespeareText finds or downloads Tiny Shakespeare.
+func shakespeareText(cacheDir string, progress io.Writer) (string, error) {
+	if path := os.Getenv("GPT2GO_SHAKESPEARE"); path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return "", fmt.Errorf("shakespeare: GPT2GO_SHAKESPEARE=%s: %w", path, err)
+		}
+		return path, nil
+	}
+	path := filepath.Join(cacheDir, "tinyshakespeare.txt")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("shakespeare: %w", err)
+	}
+	if progress != nil {
+		fmt.Fprintf(progress, "downloading Tiny Shakespeare from %s\n", ShakespeareURL)
+	}
+	if err := download(ShakespeareURL, path); err != nil {
+		return "", fmt.Errorf("shakespeare: download %s: %v; if offline, fetch the file elsewhere and set GPT2GO_SHAKESPEARE=/path/to/input.txt", ShakespeareURL, err)
+	}
+	return path, nil
+}
+
+// download fetches url into path atomically.
+func download(url, path string) error {
+	client := &http.Client{Timeout: 60 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %s", resp.Status)
+	}
+	return atomicfile.Write(path, func(w io.Writer) error {
+		n, err := io.Copy(w, resp.Body)
+		if err == nil && n == 0 {
+			err = errors.New("empty response")
+		}
+		return err
+	})
+}
+
+func hashFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("data %s: %w", path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("data %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// safeName keeps a cache directory name to letters, digits, '-', '_' and '.'.
+func safeName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x80 && (r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return r
+		}
+		return '_'
+	}, s)
+	return strings.TrimLeft(s[:min(len(s), 40)], ".")
+}
