@@ -1,0 +1,455 @@
+// Package checkpoint saves and loads training checkpoints: the flat parameter array, the AdamW
+// moments and the trainer's own config and state, in one checksummed safetensors file that any
+// safetensors tool can open. It also names, lists, picks and prunes the checkpoints of a run
+// directory.
+//
+// File layout: one F32 tensor per parameter tensor, under its own name ("wte", "wpe", ...) in
+// the order of the flat array, then "adam_m.<name>" for each, then "adam_v.<name>" for each, so
+// the data buffer is exactly Params, M, V back to back. The metadata holds
+//
+//	format         "gpt2go-checkpoint"
+//	version        "1"
+//	step           the optimizer step the state is at
+//	config, state  the trainer's JSON, stored as strings
+//	created        RFC 3339 time of saving
+//	software       what wrote the file, e.g. "gpt2go v0.3.0"
+//	num_params     number of parameters
+//	crc32c         CRC-32C (Castagnoli) of the data buffer, 8 hex digits
+//	header_crc32c  CRC-32C of everything else in the header (see headerCRC)
+//
+// The two checksums make any single flipped byte anywhere in the file a load error, rather than
+// a silently different model or a resumed run that reads the wrong data-loader position.
+package checkpoint
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpt2go/gpt2go/internal/atomicfile"
+	"github.com/gpt2go/gpt2go/safetensors"
+)
+
+const (
+	// Format is the "format" metadata value of every gpt2go checkpoint.
+	Format = "gpt2go-checkpoint"
+	// Version is the newest checkpoint version this package reads, and the one it writes.
+	Version = 1
+)
+
+// Metadata keys.
+const (
+	keyFormat    = "format"
+	keyVersion   = "version"
+	keyStep      = "step"
+	keyConfig    = "config"
+	keyState     = "state"
+	keyCreated   = "created"
+	keySoftware  = "software"
+	keyNumParams = "num_params"
+	keyCRC       = "crc32c"
+	keyHeaderCRC = "header_crc32c"
+)
+
+// Moment tensor name prefixes: "adam_m.wte" holds the first AdamW moment of "wte".
+const (
+	prefixM = "adam_m."
+	prefixV = "adam_v."
+)
+
+// ioChunk is how many float32s Save and Load move per call (4 MiB), so each chunk is checksummed
+// while it is still in cache.
+const ioChunk = 1 << 20
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Sentinel errors, wrapped by Load's errors so callers can tell them apart.
+var (
+	ErrCorrupt       = errors.New("checkpoint is corrupt")
+	ErrNotCheckpoint = errors.New("not a gpt2go checkpoint")
+	ErrTooNew        = errors.New("checkpoint version is too new")
+)
+
+// ParamTensor is a named view of the flat parameter array: Params[Offset : Offset+product(Shape)].
+type ParamTensor struct {
+	Name   string
+	Shape  []int
+	Offset int
+}
+
+// Checkpoint is everything needed to resume training, or, with M and V nil, just the weights.
+type Checkpoint struct {
+	Step int
+	// Config and State are the trainer's own JSON (model and training config; data-loader
+	// position, RNG state, ...). Either may be empty.
+	Config json.RawMessage
+	State  json.RawMessage
+	// Tensors are the views of Params in llm.c's order (wte, wpe, ln1w, ...); they must tile
+	// Params exactly, in order.
+	Tensors []ParamTensor
+	Params  []float32
+	// M and V are the AdamW moments, laid out like Params; both nil in a weights-only checkpoint.
+	M, V []float32
+	// Software names what wrote the checkpoint, e.g. "gpt2go v0.3.0"; informational only.
+	Software string
+	// Created is when the checkpoint was saved. Save uses the current time when it is zero.
+	Created time.Time
+}
+
+// Save writes c to path atomically: a reader (or a crash) sees the old file or the complete new
+// one. The parameters are streamed to disk without being copied. The directory is created if
+// needed.
+func Save(path string, c *Checkpoint) error {
+	specs, err := c.specs()
+	if err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", path, err)
+	}
+	created := c.Created
+	if created.IsZero() {
+		created = time.Now()
+	}
+	meta := map[string]string{
+		keyFormat:    Format,
+		keyVersion:   strconv.Itoa(Version),
+		keyStep:      strconv.Itoa(c.Step),
+		keyConfig:    string(c.Config),
+		keyState:     string(c.State),
+		keyCreated:   created.UTC().Format(time.RFC3339Nano),
+		keySoftware:  c.Software,
+		keyNumParams: strconv.Itoa(len(c.Params)),
+	}
+	// The checksum goes in the header, which precedes the data, so it is computed in a pass over
+	// memory first (CRC-32C runs far faster than any disk); the streamed bytes are checked
+	// against it below.
+	dataCRC := crc32.New(castagnoli)
+	for _, x := range c.buffers() {
+		safetensors.WriteFloat32s(dataCRC, x) // hash writes never fail
+	}
+	meta[keyCRC] = fmt.Sprintf("%08x", dataCRC.Sum32())
+	meta[keyHeaderCRC] = fmt.Sprintf("%08x", headerCRC(meta, specs))
+
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	// atomicfile's errors name the file.
+	err = atomicfile.Write(path, func(w io.Writer) error {
+		streamed := crc32.New(castagnoli)
+		sw, err := safetensors.NewWriter(io.MultiWriter(w, streamed), specs, meta)
+		if err != nil {
+			return err
+		}
+		streamed.Reset() // the checksum covers the data buffer, not the header NewWriter just wrote
+		for _, x := range c.buffers() {
+			for chunk := range slices.Chunk(x, ioChunk) {
+				if err := sw.WriteFloat32s(chunk); err != nil {
+					return err
+				}
+			}
+		}
+		if err := sw.Close(); err != nil {
+			return err
+		}
+		if streamed.Sum32() != dataCRC.Sum32() {
+			return errors.New("parameters changed while they were being written; is something updating them concurrently with Save?")
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	return nil
+}
+
+// buffers returns the flat arrays in file order.
+func (c *Checkpoint) buffers() [][]float32 {
+	if c.M == nil && c.V == nil {
+		return [][]float32{c.Params}
+	}
+	return [][]float32{c.Params, c.M, c.V}
+}
+
+// specs checks that c is well formed and returns its tensors in file order.
+func (c *Checkpoint) specs() ([]safetensors.Spec, error) {
+	if c.Step < 0 {
+		return nil, fmt.Errorf("negative step %d", c.Step)
+	}
+	for _, js := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{keyConfig, c.Config}, {keyState, c.State}} {
+		if len(js.raw) > 0 && !json.Valid(js.raw) {
+			return nil, fmt.Errorf("%s is not valid JSON", js.name)
+		}
+	}
+	hasMoments := c.M != nil || c.V != nil
+	if hasMoments && (len(c.M) != len(c.Params) || len(c.V) != len(c.Params)) {
+		return nil, fmt.Errorf("AdamW moments have %d and %d elements, parameters %d; want both equal to the parameters", len(c.M), len(c.V), len(c.Params))
+	}
+	params := make([]safetensors.Spec, len(c.Tensors))
+	seen := map[string]bool{}
+	offset := 0
+	for i, t := range c.Tensors {
+		switch {
+		case t.Name == "":
+			return nil, fmt.Errorf("parameter tensor %d has no name", i)
+		case strings.HasPrefix(t.Name, prefixM) || strings.HasPrefix(t.Name, prefixV):
+			return nil, fmt.Errorf("parameter tensor name %q uses a prefix reserved for AdamW moments", t.Name)
+		case seen[t.Name]:
+			return nil, fmt.Errorf("duplicate parameter tensor %q", t.Name)
+		case t.Offset != offset:
+			return nil, fmt.Errorf("parameter tensor %q starts at %d, want %d: tensors must tile Params in order", t.Name, t.Offset, offset)
+		}
+		seen[t.Name] = true
+		params[i] = safetensors.Spec{Name: t.Name, DType: "F32", Shape: t.Shape}
+		n, err := params[i].NumBytes()
+		if err != nil {
+			return nil, err
+		}
+		if n/4 > int64(len(c.Params)-offset) {
+			return nil, fmt.Errorf("parameter tensor %q %v runs past the end of Params (%d elements)", t.Name, t.Shape, len(c.Params))
+		}
+		offset += int(n / 4)
+	}
+	if offset != len(c.Params) {
+		return nil, fmt.Errorf("parameter tensors cover %d of %d parameters", offset, len(c.Params))
+	}
+	specs := params
+	if hasMoments {
+		specs = append(slices.Clip(params), withPrefix(prefixM, params)...)
+		specs = append(specs, withPrefix(prefixV, params)...)
+	}
+	return specs, nil
+}
+
+func withPrefix(prefix string, specs []safetensors.Spec) []safetensors.Spec {
+	out := make([]safetensors.Spec, len(specs))
+	for i, s := range specs {
+		out[i] = safetensors.Spec{Name: prefix + s.Name, DType: s.DType, Shape: s.Shape}
+	}
+	return out
+}
+
+// headerCRC is the CRC-32C of every metadata entry but header_crc32c (sorted by key) and of each
+// tensor's name, dtype and shape in file order, each string and number length-prefixed or
+// varint-encoded so that no two headers serialize alike. The data offsets need no cover: they
+// follow from the order and shapes, which the reader checks tile the buffer. The JSON text itself
+// is not hashed, so a tool that rewrites the header with different spacing keeps it valid.
+func headerCRC(meta map[string]string, tensors []safetensors.Spec) uint32 {
+	var b []byte
+	appendString := func(s string) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
+		if k != keyHeaderCRC {
+			appendString(k)
+			appendString(meta[k])
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(tensors)))
+	for _, t := range tensors {
+		appendString(t.Name)
+		appendString(t.DType)
+		b = binary.AppendUvarint(b, uint64(len(t.Shape)))
+		for _, d := range t.Shape {
+			b = binary.AppendVarint(b, int64(d))
+		}
+	}
+	return crc32.Checksum(b, castagnoli)
+}
+
+// loadError is a Load failure: one line naming the file and what is wrong with it.
+type loadError struct {
+	path    string
+	problem string // follows "checkpoint PATH "
+	kind    error  // sentinel or underlying error, for errors.Is
+}
+
+func (e *loadError) Error() string { return "checkpoint " + e.path + " " + e.problem }
+func (e *loadError) Unwrap() error { return e.kind }
+
+func corrupt(path, format string, args ...any) error {
+	return &loadError{path, "is corrupt (" + fmt.Sprintf(format, args...) + "); resume from an older one", ErrCorrupt}
+}
+
+// Load reads and verifies the checkpoint at path. Every error is one line that names the file
+// and says what is wrong with it; errors wrap ErrCorrupt, ErrNotCheckpoint, ErrTooNew or, for a
+// missing file, fs.ErrNotExist.
+func Load(path string) (*Checkpoint, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &loadError{path, "does not exist", err}
+	}
+	if err != nil {
+		return nil, &loadError{path, "cannot be opened: " + err.Error(), err}
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, &loadError{path, "cannot be read: " + err.Error(), err}
+	}
+	if st.Size() == 0 {
+		return nil, &loadError{path, "is empty; resume from an older one", ErrCorrupt}
+	}
+	h, err := safetensors.ReadHeader(f, st.Size())
+	if errors.Is(err, safetensors.ErrTruncated) {
+		why := strings.TrimSuffix(err.Error(), ": "+safetensors.ErrTruncated.Error())
+		return nil, &loadError{path, "is truncated (" + why + "); resume from an older one", ErrCorrupt}
+	}
+	if err != nil {
+		return nil, &loadError{path, "is not a valid safetensors file (" + err.Error() + ")", ErrNotCheckpoint}
+	}
+	c, err := decodeHeader(path, h)
+	if err != nil {
+		return nil, err
+	}
+	if err := readData(f, h, c); err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return nil, corrupt(path, "checksum mismatch")
+		}
+		return nil, &loadError{path, "cannot be read: " + err.Error(), err}
+	}
+	return c, nil
+}
+
+// decodeHeader checks the metadata and tensor table and returns the checkpoint with its flat
+// arrays allocated but not yet filled.
+func decodeHeader(path string, h *safetensors.Header) (*Checkpoint, error) {
+	meta := h.Metadata
+	format, hasFormat := meta[keyFormat]
+	wantHeaderCRC, hasHeaderCRC := meta[keyHeaderCRC]
+	switch {
+	case !hasFormat:
+		return nil, &loadError{path, "is not a gpt2go checkpoint (no format in its metadata)", ErrNotCheckpoint}
+	case format != Format && !hasHeaderCRC:
+		return nil, &loadError{path, fmt.Sprintf("is not a gpt2go checkpoint (format %q, want %q)", format, Format), ErrNotCheckpoint}
+	case !hasHeaderCRC:
+		return nil, corrupt(path, "no %s in the metadata", keyHeaderCRC)
+	}
+	specs := make([]safetensors.Spec, len(h.Tensors))
+	for i, t := range h.Tensors {
+		specs[i] = t.Spec()
+	}
+	// Checked before format and version, so that a flipped byte there reads as corruption.
+	if fmt.Sprintf("%08x", headerCRC(meta, specs)) != wantHeaderCRC {
+		return nil, corrupt(path, "header checksum mismatch")
+	}
+	if format != Format {
+		return nil, &loadError{path, fmt.Sprintf("is not a gpt2go checkpoint (format %q, want %q)", format, Format), ErrNotCheckpoint}
+	}
+	version, err := strconv.Atoi(meta[keyVersion])
+	switch {
+	case err != nil || version < 1:
+		return nil, corrupt(path, "invalid version %q", meta[keyVersion])
+	case version > Version:
+		return nil, &loadError{path, fmt.Sprintf("has version %d, this gpt2go reads up to %d; upgrade gpt2go", version, Version), ErrTooNew}
+	}
+
+	c := &Checkpoint{Software: meta[keySoftware]}
+	if c.Step, err = strconv.Atoi(meta[keyStep]); err != nil || c.Step < 0 {
+		return nil, corrupt(path, "invalid step %q", meta[keyStep])
+	}
+	for _, js := range []struct {
+		key string
+		dst *json.RawMessage
+	}{{keyConfig, &c.Config}, {keyState, &c.State}} {
+		s := meta[js.key]
+		if s != "" && !json.Valid([]byte(s)) {
+			return nil, corrupt(path, "%s is not valid JSON", js.key)
+		}
+		if s != "" {
+			*js.dst = json.RawMessage(s)
+		}
+	}
+	if s := meta[keyCreated]; s != "" {
+		if c.Created, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			return nil, corrupt(path, "invalid created time %q", s)
+		}
+	}
+	if _, err := strconv.ParseUint(meta[keyCRC], 16, 32); err != nil || len(meta[keyCRC]) != 8 {
+		return nil, corrupt(path, "invalid %s %q", keyCRC, meta[keyCRC])
+	}
+
+	if h.DataSize/4 > math.MaxInt {
+		return nil, &loadError{path, "is too large to load on this machine", nil}
+	}
+	// Parameters first, then their first and second moments, in the same order with the same
+	// shapes: then the data buffer is Params, M, V back to back.
+	tensors := h.Tensors
+	numParamTensors := 0
+	for numParamTensors < len(tensors) && !isMoment(tensors[numParamTensors].Name) {
+		numParamTensors++
+	}
+	hasMoments := len(tensors) > numParamTensors
+	if hasMoments && len(tensors) != 3*numParamTensors {
+		return nil, corrupt(path, "%d parameter tensors but %d other tensors; want 0 or %d AdamW moments", numParamTensors, len(tensors)-numParamTensors, 2*numParamTensors)
+	}
+	numParams := 0
+	for i, t := range tensors {
+		param := tensors[i%max(numParamTensors, 1)]
+		want := param.Name
+		switch i / max(numParamTensors, 1) {
+		case 1:
+			want = prefixM + param.Name
+		case 2:
+			want = prefixV + param.Name
+		}
+		switch {
+		case t.Name != want:
+			return nil, corrupt(path, "tensor %d is %q, want %q", i, t.Name, want)
+		case t.DType != "F32":
+			return nil, corrupt(path, "tensor %q has dtype %s, want F32", t.Name, t.DType)
+		case !slices.Equal(t.Shape, param.Shape):
+			return nil, corrupt(path, "tensor %q has shape %v, want %v like %q", t.Name, t.Shape, param.Shape, param.Name)
+		}
+		if i < numParamTensors {
+			n := int((t.End - t.Begin) / 4)
+			c.Tensors = append(c.Tensors, ParamTensor{Name: t.Name, Shape: t.Shape, Offset: numParams})
+			numParams += n
+		}
+	}
+	if meta[keyNumParams] != strconv.Itoa(numParams) {
+		return nil, corrupt(path, "%s is %q but the tensors hold %d", keyNumParams, meta[keyNumParams], numParams)
+	}
+	// Sizes were checked against the file's size by ReadHeader, so these allocations are bounded.
+	c.Params = make([]float32, numParams)
+	if hasMoments {
+		c.M = make([]float32, numParams)
+		c.V = make([]float32, numParams)
+	}
+	return c, nil
+}
+
+func isMoment(name string) bool {
+	return strings.HasPrefix(name, prefixM) || strings.HasPrefix(name, prefixV)
+}
+
+// readData fills c's flat arrays from the data buffer, checksumming as it reads. A checksum
+// mismatch is ErrCorrupt.
+func readData(f io.ReaderAt, h *safetensors.Header, c *Checkpoint) error {
+	crc := crc32.New(castagnoli)
+	r := io.TeeReader(io.NewSectionReader(f, h.DataOffset, h.DataSize), crc)
+	for _, x := range c.buffers() {
+		for chunk := range slices.Chunk(x, ioChunk) {
+			if err := safetensors.ReadFloat32s(r, chunk); err != nil {
+				return err
+			}
+		}
+	}
+	if fmt.Sprintf("%08x", crc.Sum32()) != h.Metadata[keyCRC] {
+		return ErrCorrupt
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ErrNoCheckpoint is wrapped by LoadLatest's error when the run directory has no checkpoints at
+// all, which for a trainer means "start from scratch" rather than "something is broken".
+var ErrNoCheckpoint = errors.New("no checkpoints")
+
+// Dir is the directory holding a run's checkpoints: RUNDIR/checkpoints.
+func Dir(runDir string) string { return filepath.Join(runDir, "checkpoints") }
+
+// Path is where the checkpoint of the given step lives: RUNDIR/checkpoints/step_%08d.safetensors.
+func Path(runDir string, step int) string {
+	return filepath.Join(Dir(runDir), fileName(step))
+}
+
+func fileName(step int) string { return fmt.Sprintf("step_%08d.safetensors", step) }
+
+// parseFileName returns the step of a checkpoint file name, and false for anything Path would not
+// have produced (temp files, other files, non-canonical numbers).
+func parseFileName(name string) (int, bool) {
+	digits, ok := strings.CutPrefix(name, "step_")
+	if !ok {
+		return 0, false
+	}
+	if digits, ok = strings.CutSuffix(digits, ".safetensors"); !ok {
+		return 0, false
+	}
+	step, err := strconv.Atoi(digits)
+	if err != nil || step < 0 || fileName(step) != name {
+		return 0, false
+	}
+	return step, true
+}
+
+// Entry is one checkpoint file of a run directory.
+type Entry struct {
+	Step int
+	Path string
+}
+
+// List returns the run's checkpoint files sorted by step, oldest first, without opening them.
+// A run directory without a checkpoints directory has none.
+func List(runDir string) ([]Entry, error) {
+	dirEntries, err := os.ReadDir(Dir(runDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	var entries []Entry
+	for _, de := range dirEntries {
+		if step, ok := parseFileName(de.Name()); ok && !de.IsDir() {
+			entries = append(entries, Entry{Step: step, Path: filepath.Join(Dir(runDir), de.Name())})
+		}
+	}
+	slices.SortFunc(entries, func(a, b Entry) int { return a.Step - b.Step })
+	return entries, nil
+}
+
+// LoadLatest loads the newest checkpoint of the run that loads and verifies, and returns it with
+// its path. Newer checkpoints that fail are skipped, never deleted, and each failure is returned
+// in warnings for the caller to print. It is an error if no checkpoint is usable; the error wraps
+// ErrNoCheckpoint when there are none at all.
+func LoadLatest(runDir string) (c *Checkpoint, path string, warnings []error, err error) {
+	entries, err := List(runDir)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if len(entries) == 0 {
+		return nil, "", nil, fmt.Errorf("%w in %s", ErrNoCheckpoint, Dir(runDir))
+	}
+	for _, e := range slices.Backward(entries) {
+		c, err := Load(e.Path)
+		if err == nil && c.Step != e.Step {
+			err = fmt.Errorf("checkpoint %s holds step %d, not the step its name says", e.Path, c.Step)
+		}
+		if err != nil {
+			warnings = append(warnings, err)
+			continue
+		}
+		return c, e.Path, warnings, nil
+	}
+	return nil, "", warnings, fmt.Errorf("none of the %d checkpoints in %s is usable", len(entries), Dir(runDir))
+}
+
+// Prune deletes all but the newest keep checkpoints of the run (keep <= 0 keeps all). Step 0, the
+// initial model, is never deleted and does not count towards keep. Call it only after a new
+// checkpoint has been saved, so the newest good one is always kept.
+func Prune(runDir string, keep int) error {
+	if keep <= 0 {
+		return nil
+	}
+	entries, err := List(runDir)
+	if err != nil {
+		return err
+	}
+	entries = slices.DeleteFunc(entries, func(e Entry) bool { return e.Step == 0 })
+	var errs []error
+	for _, e := range entries[:max(len(entries)-keep, 0)] {
+		if err := os.Remove(e.Path); err != nil {
+			errs = append(errs, fmt.Errorf("prune checkpoints: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

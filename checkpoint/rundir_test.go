@@ -1,0 +1,145 @@
+package checkpoint
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// saveSteps saves a tiny checkpoint for each step into runDir.
+func saveSteps(t *testing.T, runDir string, steps ...int) {
+	t.Helper()
+	for _, step := range steps {
+		c := testCheckpoint(false)
+		c.Step = step
+		if err := Save(Path(runDir, step), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func listSteps(t *testing.T, runDir string) []int {
+	t.Helper()
+	entries, err := List(runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []int
+	for _, e := range entries {
+		if e.Path != Path(runDir, e.Step) {
+			t.Errorf("entry %+v: path is not Path(runDir, %d)", e, e.Step)
+		}
+		steps = append(steps, e.Step)
+	}
+	return steps
+}
+
+func TestPath(t *testing.T) {
+	if got, want := Path("runs/a", 1500), filepath.Join("runs/a", "checkpoints", "step_00001500.safetensors"); got != want {
+		t.Fatalf("Path = %q, want %q", got, want)
+	}
+	if got := filepath.Base(Path("r", 123456789)); got != "step_123456789.safetensors" {
+		t.Fatalf("9-digit step: %q", got)
+	}
+}
+
+func TestListIgnoresForeignFiles(t *testing.T) {
+	run := t.TempDir()
+	if steps := listSteps(t, run); steps != nil {
+		t.Fatalf("run without a checkpoints dir: %v", steps)
+	}
+	saveSteps(t, run, 2000, 0, 123456789, 500)
+	for _, name := range []string{
+		".step_00003000.safetensors.tmp-12345", // a save in progress, or a crashed one
+		"step_3000.safetensors",                // not zero-padded: not ours
+		"step_000003000.safetensors",           // padded beyond 8 digits: not ours
+		"step_-0000001.safetensors",
+		"step_00004000.safetensors.bak",
+		"notes.txt",
+	} {
+		os.WriteFile(filepath.Join(Dir(run), name), []byte("x"), 0o644)
+	}
+	os.Mkdir(filepath.Join(Dir(run), "step_00005000.safetensors"), 0o755)
+	if got, want := listSteps(t, run), []int{0, 500, 2000, 123456789}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("List steps %v, want %v", got, want)
+	}
+}
+
+func TestLoadLatest(t *testing.T) {
+	run := t.TempDir()
+	if _, _, _, err := LoadLatest(run); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatalf("empty run: %v", err)
+	}
+	saveSteps(t, run, 0, 100, 200)
+	c, path, warnings, err := LoadLatest(run)
+	if err != nil || c.Step != 200 || path != Path(run, 200) || warnings != nil {
+		t.Fatalf("LoadLatest = step %v, %q, %v, %v", c, path, warnings, err)
+	}
+
+	// Corrupt the newest: flip a data byte. Then also truncate the next one.
+	newest := Path(run, 200)
+	b, _ := os.ReadFile(newest)
+	b[len(b)-1] ^= 1
+	os.WriteFile(newest, b, 0o644)
+	c, path, warnings, err = LoadLatest(run)
+	if err != nil || c.Step != 100 || path != Path(run, 100) {
+		t.Fatalf("LoadLatest with a corrupt newest = %v, %q, %v", c, path, err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0].Error(), newest) || !strings.Contains(warnings[0].Error(), "checksum mismatch") {
+		t.Fatalf("warnings %v, want one about %s's checksum", warnings, newest)
+	}
+	if _, err := os.Stat(newest); err != nil {
+		t.Fatalf("the corrupt checkpoint was removed: %v", err)
+	}
+
+	os.Truncate(Path(run, 100), 100)
+	// A file whose name and content disagree about the step is skipped too.
+	os.Rename(Path(run, 0), Path(run, 50))
+	_, _, warnings, err = LoadLatest(run)
+	if err == nil || !strings.Contains(err.Error(), "none of the 3 checkpoints") || errors.Is(err, ErrNoCheckpoint) {
+		t.Fatalf("LoadLatest with all broken: %v", err)
+	}
+	if len(warnings) != 3 || !strings.Contains(warnings[1].Error(), "truncated") || !strings.Contains(warnings[2].Error(), "holds step 0") {
+		t.Fatalf("warnings %q", warnings)
+	}
+}
+
+func TestPrune(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []int
+		keep  int
+		want  []int
+	}{
+		{"keep 2", []int{0, 100, 200, 300, 400}, 2, []int{0, 300, 400}},
+		{"keep 1", []int{0, 100, 200}, 1, []int{0, 200}},
+		{"keep 0 keeps all", []int{0, 100, 200}, 0, []int{0, 100, 200}},
+		{"negative keeps all", []int{0, 100, 200}, -1, []int{0, 100, 200}},
+		{"keep more than there are", []int{0, 100}, 5, []int{0, 100}},
+		{"only step 0", []int{0}, 1, []int{0}},
+		{"no step 0", []int{100, 200, 300}, 1, []int{300}},
+		{"empty run", nil, 1, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			run := t.TempDir()
+			saveSteps(t, run, tt.steps...)
+			tmp := filepath.Join(Dir(run), ".step_00000500.safetensors.tmp-1")
+			if tt.steps != nil {
+				os.WriteFile(tmp, nil, 0o644)
+			}
+			if err := Prune(run, tt.keep); err != nil {
+				t.Fatal(err)
+			}
+			if got := listSteps(t, run); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("after Prune(%d): %v, want %v", tt.keep, got, tt.want)
+			}
+			if _, err := os.Stat(tmp); tt.steps != nil && err != nil {
+				t.Fatal("Prune removed a file that is not a checkpoint")
+			}
+		})
+	}
+}
