@@ -36,6 +36,7 @@ type Bar struct {
 	lastValue int64
 	printed   bool
 	finished  bool
+	quiet     bool // plain mode prints only the caller's Println lines
 }
 
 // New returns a bar for total units of work (total <= 0: unknown) labelled desc. unit "bytes"
@@ -76,6 +77,14 @@ func New(w io.Writer, total int64, desc, unit string) *Bar {
 	return b
 }
 
+// NewQuiet is New for jobs that log their own progress lines (training prints a line every
+// few steps): on a terminal it is the same animated bar, elsewhere it prints nothing itself.
+func NewQuiet(w io.Writer, total int64, desc, unit string) *Bar {
+	b := New(w, total, desc, unit)
+	b.quiet = true
+	return b
+}
+
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
@@ -95,6 +104,9 @@ func (b *Bar) Set(n int64) {
 		return
 	}
 	b.current = n
+	if b.quiet {
+		return
+	}
 	now := time.Now()
 	since := now.Sub(b.lastLine)
 	if since < plainMinInterval {
@@ -192,7 +204,7 @@ func (b *Bar) Finish() {
 		} else {
 			b.bar.Exit()
 		}
-	} else if !b.printed || b.current != b.lastValue {
+	} else if !b.quiet && (!b.printed || b.current != b.lastValue) {
 		b.printLine(time.Now())
 	}
 	b.finished = true

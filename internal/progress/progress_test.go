@@ -70,3 +70,16 @@ func TestNilWriter(t *testing.T) {
 	b.Println("x")
 	b.Finish()
 }
+
+func TestQuietPlainModePrintsOnlyCallerLines(t *testing.T) {
+	var buf bytes.Buffer
+	b := NewQuiet(&buf, 10, "train", "steps")
+	for i := range 10 {
+		b.Set(int64(i + 1))
+	}
+	b.Println("step %d", 10)
+	b.Finish()
+	if got := buf.String(); got != "step 10\n" {
+		t.Fatalf("quiet plain output %q, want only the caller's line", got)
+	}
+}

@@ -1,0 +1,127 @@
+// Package cpu is the CPU implementation of backend.Backend: float32 buffers in host memory and
+// pure-Go kernels for every op, parallelised over goroutines. Every kernel partitions work so that
+// each output element is computed by one goroutine in a fixed order, so results are bit-identical
+// for any thread count.
+//
+// The kernels are generic over float32 and float64: the Backend runs the float32 instantiation, and
+// the tests run the same code in float64 to check gradients against finite differences.
+//
+// A Backend keeps scratch space for its ops, so one Backend must not run ops concurrently.
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/gpt2go/gpt2go/backend"
+)
+
+// Float is the element type the kernels are written for.
+type Float interface {
+	~float32 | ~float64
+}
+
+// Backend runs the ops on the CPU with a fixed number of goroutines.
+type Backend struct {
+	pool
+	gemm     gemmWorkspace[float32]
+	partials [sumSquaresChunks]float64
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New returns a CPU backend that uses up to threads goroutines per op; threads <= 0 means
+// runtime.GOMAXPROCS(0).
+func New(threads int) *Backend {
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	be := &Backend{pool: pool{threads: threads}}
+	be.gemm = newGemmWorkspace[float32](threads)
+	return be
+}
+
+// Name reports the backend and its thread count, e.g. "cpu (2 threads)".
+func (be *Backend) Name() string {
+	if be.threads == 1 {
+		return "cpu (1 thread)"
+	}
+	return fmt.Sprintf("cpu (%d threads)", be.threads)
+}
+
+// floatBuf is a float32 buffer; a View is another floatBuf over the same array.
+type floatBuf struct{ data []float32 }
+
+func (b *floatBuf) Len() int { return len(b.data) }
+
+// int32Buf holds tokens and targets.
+type int32Buf struct{ data []int32 }
+
+func (b *int32Buf) Len() int { return len(b.data) }
+
+// Floats returns the float32 elements of b without copying; nil for a nil Buf. It panics if b is
+// not a float buffer of this backend.
+func Floats(b backend.Buf) []float32 {
+	if b == nil {
+		return nil
+	}
+	fb, ok := b.(*floatBuf)
+	if !ok {
+		panic(fmt.Sprintf("cpu: %T is not a cpu float buffer", b))
+	}
+	return fb.data
+}
+
+// Int32s returns the int32 elements of b without copying; nil for a nil Buf. It panics if b is not
+// an int32 buffer of this backend.
+func Int32s(b backend.Buf) []int32 {
+	if b == nil {
+		return nil
+	}
+	ib, ok := b.(*int32Buf)
+	if !ok {
+		panic(fmt.Sprintf("cpu: %T is not a cpu int32 buffer", b))
+	}
+	return ib.data
+}
+
+// Alloc returns a zeroed float32 buffer of n elements.
+func (be *Backend) Alloc(n int) backend.Buf { return &floatBuf{data: make([]float32, n)} }
+
+// AllocInt32 returns a zeroed int32 buffer of n elements.
+func (be *Backend) AllocInt32(n int) backend.Buf { return &int32Buf{data: make([]int32, n)} }
+
+// View returns elements [off, off+n) of b, sharing memory; b may be a float or an int32 buffer.
+func (be *Backend) View(b backend.Buf, off, n int) backend.Buf {
+	switch b := b.(type) {
+	case *floatBuf:
+		return &floatBuf{data: b.data[off : off+n : off+n]}
+	case *int32Buf:
+		return &int32Buf{data: b.data[off : off+n : off+n]}
+	}
+	panic(fmt.Sprintf("cpu: View of %T", b))
+}
+
+// Upload copies src into dst[:len(src)].
+func (be *Backend) Upload(dst backend.Buf, src []float32) { copy(Floats(dst)[:len(src)], src) }
+
+// UploadInt32 copies src into dst[:len(src)].
+func (be *Backend) UploadInt32(dst backend.Buf, src []int32) { copy(Int32s(dst)[:len(src)], src) }
+
+// Download copies src[:len(dst)] into dst.
+func (be *Backend) Download(dst []float32, src backend.Buf) { copy(dst, Floats(src)[:len(dst)]) }
+
+// Zero sets every element of b (float or int32) to 0.
+func (be *Backend) Zero(b backend.Buf) {
+	switch b := b.(type) {
+	case *floatBuf:
+		clear(b.data)
+	case *int32Buf:
+		clear(b.data)
+	default:
+		panic(fmt.Sprintf("cpu: Zero of %T", b))
+	}
+}
+
+// Sync is a no-op: every CPU op has finished when it returns.
+func (be *Backend) Sync() error { return nil }

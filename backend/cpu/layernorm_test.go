@@ -1,0 +1,50 @@
+package cpu
+
+import (
+	"math"
+	"testing"
+)
+
+func TestLayerNormForward(t *testing.T) {
+	r := newRand(3)
+	N, C := tB*tT, tC
+	inp, weight, bias := randoms[float64](r, N*C), randoms[float64](r, C), randoms[float64](r, C)
+	out, mean, rstd := make([]float64, N*C), make([]float64, N), make([]float64, N)
+	layernormForward(testPool, out, mean, rstd, inp, weight, bias, N, C)
+	for n := range N {
+		x := inp[n*C : n*C+C]
+		var m, v float64
+		for _, xi := range x {
+			m += xi / float64(C)
+		}
+		for _, xi := range x {
+			v += (xi - m) * (xi - m) / float64(C)
+		}
+		s := 1 / math.Sqrt(v+1e-5)
+		checkClose(t, "mean", mean[n:n+1], []float64{m}, 1e-12)
+		checkClose(t, "rstd", rstd[n:n+1], []float64{s}, 1e-12)
+		for c, xi := range x {
+			want := (xi-m)*s*weight[c] + bias[c]
+			checkClose(t, "out", out[n*C+c:n*C+c+1], []float64{want}, 1e-12)
+		}
+	}
+}
+
+func TestLayerNormBackward(t *testing.T) {
+	r := newRand(4)
+	N, C := tB*tT, tC
+	inp, weight, bias := randoms[float64](r, N*C), randoms[float64](r, C), randoms[float64](r, C)
+	R := randoms[float64](r, N*C)
+	out, mean, rstd := make([]float64, N*C), make([]float64, N), make([]float64, N)
+	loss := func() float64 {
+		layernormForward(testPool, out, mean, rstd, inp, weight, bias, N, C)
+		return dot(out, R)
+	}
+	loss()
+	dinp0, dweight0, dbias0 := randoms[float64](r, N*C), randoms[float64](r, C), randoms[float64](r, C)
+	dinp, dweight, dbias := clone(dinp0), clone(dweight0), clone(dbias0)
+	layernormBackward(testPool, dinp, dweight, dbias, R, inp, weight, mean, rstd, N, C)
+	checkGrad(t, "dinp", inp, sub(dinp, dinp0), loss)
+	checkGrad(t, "dweight", weight, sub(dweight, dweight0), loss)
+	checkGrad(t, "dbias", bias, sub(dbias, dbias0), loss)
+}

@@ -1,0 +1,62 @@
+package cpu
+
+import "github.com/gpt2go/gpt2go/backend"
+
+// MatmulForward: out(N,OC) = inp(N,C) @ weight(OC,C)^T + bias(OC); bias may be nil.
+func (be *Backend) MatmulForward(out, inp, weight, bias backend.Buf, N, C, OC int) {
+	matmulForward(&be.pool, &be.gemm, Floats(out), Floats(inp), Floats(weight), Floats(bias), N, C, OC)
+}
+
+// MatmulBackward accumulates dinp(N,C) += dout @ weight, dweight(OC,C) += dout^T @ inp and
+// dbias(OC) += column sums of dout(N,OC); dinp and dbias may be nil.
+func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend.Buf, N, C, OC int) {
+	matmulBackward(&be.pool, &be.gemm, Floats(dinp), Floats(dweight), Floats(dbias), Floats(dout),
+		Floats(inp), Floats(weight), N, C, OC)
+}
+
+// matmulForward: out(N,OC) = inp(N,C) @ weight(OC,C)^T + bias(OC); bias may be nil. Each output
+// element starts from its bias (or 0) and adds the C products in order.
+func matmulForward[F Float](p *pool, ws *gemmWorkspace[F], out, inp, weight, bias []F, N, C, OC int) {
+	out = out[:N*OC]
+	p.parallelFor(N, 16, func(lo, hi int) {
+		for n := lo; n < hi; n++ {
+			row := out[n*OC : n*OC+OC]
+			if bias != nil {
+				copy(row, bias[:OC])
+			} else {
+				clear(row)
+			}
+		}
+	})
+	gemm(p, ws, N, OC, C,
+		strided[F]{data: inp, rowStride: C, colStride: 1},
+		strided[F]{data: weight, rowStride: 1, colStride: C}, // weight^T
+		out, OC)
+}
+
+// matmulBackward accumulates dinp(N,C) += dout(N,OC) @ weight(OC,C),
+// dweight(OC,C) += dout^T @ inp(N,C) and dbias(OC) += sum over n of dout[n]. dinp and dbias may
+// be nil. dbias is split over channels so each element sums the N rows in order.
+func matmulBackward[F Float](p *pool, ws *gemmWorkspace[F], dinp, dweight, dbias, dout, inp, weight []F, N, C, OC int) {
+	if dinp != nil {
+		gemm(p, ws, N, C, OC,
+			strided[F]{data: dout, rowStride: OC, colStride: 1},
+			strided[F]{data: weight, rowStride: C, colStride: 1},
+			dinp, C)
+	}
+	gemm(p, ws, OC, C, N,
+		strided[F]{data: dout, rowStride: 1, colStride: OC}, // dout^T
+		strided[F]{data: inp, rowStride: C, colStride: 1},
+		dweight, C)
+	if dbias != nil {
+		p.parallelFor(OC, 64, func(lo, hi int) {
+			db := dbias[lo:hi]
+			for n := range N {
+				d := dout[n*OC+lo : n*OC+hi]
+				for i, g := range d {
+					db[i] += g
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/gpt2go/gpt2go/train"
+)
+
+func runBench(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", stdout)
+	var mf modelFlags
+	var dev deviceFlags
+	var B, T, steps, warmup int
+	var asJSON bool
+	mf.register(fs)
+	fs.IntVar(&B, "batch-size", 4, "sequences per step")
+	fs.IntVar(&T, "seq-len", 64, "tokens per sequence")
+	fs.IntVar(&steps, "steps", 5, "timed steps")
+	fs.IntVar(&warmup, "warmup-steps", 1, "untimed steps first")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
+	dev.register(fs)
+	if err := parse(fs, args, stdout); err != nil {
+		return err
+	}
+	set := setFlags(fs)
+	vocab := 50257
+	if set["vocab-size"] {
+		vocab = mf.vocabSize
+	}
+	cfg, err := mf.build(set, vocab)
+	if err != nil {
+		return err
+	}
+	if T > cfg.BlockSize {
+		return fmt.Errorf("--seq-len %d exceeds the model's block size %d", T, cfg.BlockSize)
+	}
+	be, err := dev.open(stderr)
+	if err != nil {
+		return err
+	}
+	res, err := train.Bench(be, cfg, B, T, warmup, steps)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	fmt.Fprintf(stdout, "model %d layers x %d heads x %d channels (%.1fM params), B=%d T=%d on %s\n",
+		cfg.NumLayers, cfg.NumHeads, cfg.Channels, float64(cfg.NumParams())/1e6, B, T, res.Backend)
+	fmt.Fprintf(stdout, "%.1f ms/step (min %.1f) | %.0f tok/s | %.1f GFLOP/s | heap %.0f MB\n",
+		res.MsPerStep, res.MinMs, res.TokPerSec, res.GFlops, res.PeakHeapMB)
+	return nil
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/gpt2go/gpt2go/data"
+	"github.com/gpt2go/gpt2go/gpt"
+	"github.com/gpt2go/gpt2go/tokenizer"
+	"github.com/gpt2go/gpt2go/train"
+)
+
+// loadFlags pick the weights: --ckpt RUNDIR|FILE or --init LLMC_FILE.
+type loadFlags struct{ ckpt, init, tokenizer string }
+
+func (l *loadFlags) load() (*train.Loaded, error) {
+	switch {
+	case l.ckpt != "" && l.init != "":
+		return nil, fmt.Errorf("give --ckpt or --init, not both")
+	case l.ckpt != "":
+		return train.LoadWeights(l.ckpt)
+	case l.init != "":
+		return train.LoadLLMC(l.init)
+	default:
+		return nil, fmt.Errorf("no model: pass --ckpt RUNDIR|FILE or --init LLMC_MODEL.bin")
+	}
+}
+
+// tok returns the tokenizer: --tokenizer if given, else the one the run recorded, else GPT-2's
+// for models with GPT-2's vocabulary (llm.c files).
+func (l *loadFlags) tok(m *train.Loaded) (tokenizer.Tokenizer, error) {
+	if l.tokenizer != "" {
+		if l.tokenizer == "char" {
+			return nil, fmt.Errorf("--tokenizer char needs the run's alphabet; use a checkpoint from a char-level run")
+		}
+		return tokenizer.New(l.tokenizer, "", true)
+	}
+	if m.Run != nil && m.Run.Tokenizer != nil {
+		return m.Run.Tokenizer.Tokenizer()
+	}
+	if m.Config.VocabSize == 50257 {
+		return tokenizer.GPT2()
+	}
+	return nil, fmt.Errorf("the model (vocab %d) has no recorded tokenizer; pass --tokenizer gpt2|byte", m.Config.VocabSize)
+}
+
+func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("sample", stdout)
+	var lf loadFlags
+	var dev deviceFlags
+	var prompt string
+	var opts gpt.SampleOptions
+	fs.StringVar(&lf.ckpt, "ckpt", "", "run directory (newest checkpoint) or checkpoint file; llm.c model files work too")
+	fs.StringVar(&lf.init, "init", "", "llm.c model file")
+	fs.StringVar(&lf.tokenizer, "tokenizer", "", "override the tokenizer: gpt2 or byte")
+	fs.StringVar(&prompt, "prompt", "", "text to continue (default: start of a new document)")
+	fs.IntVar(&opts.Tokens, "tokens", 256, "tokens to generate")
+	fs.Float64Var(&opts.Temperature, "temperature", 0.8, "sampling temperature (0 = greedy)")
+	fs.IntVar(&opts.TopK, "top-k", 40, "sample from the k most likely tokens (0 = all)")
+	fs.Uint64Var(&opts.Seed, "seed", 42, "random seed")
+	dev.register(fs)
+	if err := parse(fs, args, stdout); err != nil {
+		return err
+	}
+	if opts.Tokens < 0 || opts.TopK < 0 || opts.Temperature < 0 {
+		return fmt.Errorf("--tokens, --top-k and --temperature must be >= 0")
+	}
+	loaded, err := lf.load()
+	if err != nil {
+		return err
+	}
+	tok, err := lf.tok(loaded)
+	if err != nil {
+		return err
+	}
+	var ids []int32
+	if prompt == "" {
+		ids = []int32{int32(train.StartToken(tok))}
+	} else {
+		for _, id := range tok.Encode([]byte(prompt)) {
+			ids = append(ids, int32(id))
+		}
+		if len(ids) == 0 {
+			return fmt.Errorf("the prompt encodes to no tokens")
+		}
+	}
+	be, err := dev.open(stderr)
+	if err != nil {
+		return err
+	}
+	model, err := loaded.NewModel(be, 1, loaded.Config.BlockSize)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, prompt)
+	_, err = model.Generate(ids, opts, func(id int32) {
+		fmt.Fprint(stdout, tok.Decode([]int{int(id)}))
+	})
+	fmt.Fprintln(stdout)
+	return err
+}
+
+func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("eval", stdout)
+	var lf loadFlags
+	var dev deviceFlags
+	var dataPath, split string
+	var batches, B, T int
+	var asJSON bool
+	fs.StringVar(&lf.ckpt, "ckpt", "", "run directory (newest checkpoint) or checkpoint file")
+	fs.StringVar(&lf.init, "init", "", "llm.c model file")
+	fs.StringVar(&dataPath, "data", "", "prepared dataset DIR or SHARD.bin")
+	fs.StringVar(&split, "split", "val", "val or train (val falls back to train when the data has no val shards)")
+	fs.IntVar(&batches, "batches", 20, "batches to evaluate (0 = the whole split)")
+	fs.IntVar(&B, "batch-size", 8, "sequences per batch")
+	fs.IntVar(&T, "seq-len", 0, "tokens per sequence (default: the model's block size, at most 1024)")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
+	dev.register(fs)
+	if err := parse(fs, args, stdout); err != nil {
+		return err
+	}
+	if dataPath == "" {
+		return fmt.Errorf("no data: pass --data DIR|SHARD.bin")
+	}
+	if batches < 0 || B < 1 || T < 0 {
+		return fmt.Errorf("--batches must be >= 0, --batch-size >= 1, --seq-len >= 0")
+	}
+	loaded, err := lf.load()
+	if err != nil {
+		return err
+	}
+	if T == 0 {
+		T = min(loaded.Config.BlockSize, 1024)
+	}
+	if T > loaded.Config.BlockSize {
+		return fmt.Errorf("--seq-len %d exceeds the model's block size %d", T, loaded.Config.BlockSize)
+	}
+	ds, err := data.Open(dataPath)
+	if err != nil {
+		return err
+	}
+	shards := ds.ValShards
+	switch {
+	case split == "train" || (split == "val" && len(shards) == 0):
+		shards, split = ds.TrainShards, "train"
+	case split != "val":
+		return fmt.Errorf("unknown --split %q; use val or train", split)
+	}
+	loader, err := data.NewLoader(shards, B, T, loaded.Config.VocabSize, false, 0)
+	if err != nil {
+		return err
+	}
+	defer loader.Close()
+	if batches == 0 {
+		batches = max(1, int(loader.Batches()))
+	}
+	be, err := dev.open(stderr)
+	if err != nil {
+		return err
+	}
+	model, err := loaded.NewModel(be, B, T)
+	if err != nil {
+		return err
+	}
+	loss, err := train.Evaluate(model, loader, B, T, batches)
+	if err != nil {
+		return err
+	}
+	res := map[string]any{"loss": loss, "perplexity": math.Exp(loss), "batches": batches, "tokens": batches * B * T, "split": split, "model": loaded.Source}
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	fmt.Fprintf(stdout, "%s loss %.4f | perplexity %.3f | %d batches x %d x %d tokens | %s\n", split, loss, math.Exp(loss), batches, B, T, loaded.Source)
+	return nil
+}
+
+func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
+	fs := newFlags("export", stdout)
+	var lf loadFlags
+	var format, out string
+	fs.StringVar(&lf.ckpt, "ckpt", "", "run directory (newest checkpoint) or checkpoint file")
+	fs.StringVar(&format, "format", "llmc", "output format: llmc (llm.c fp32 model file, version 3)")
+	fs.StringVar(&out, "out", "", "output file")
+	if err := parse(fs, args, stdout); err != nil {
+		return err
+	}
+	if out == "" {
+		return fmt.Errorf("no output: pass --out FILE")
+	}
+	if format != "llmc" {
+		return fmt.Errorf("unknown --format %q; supported: llmc", format)
+	}
+	loaded, err := lf.load()
+	if err != nil {
+		return err
+	}
+	if loaded.Config.NoPositionalEmbs {
+		return fmt.Errorf("the model was trained without position embeddings, which llm.c's format cannot express")
+	}
+	if err := gpt.WriteLLMC(out, loaded.Config, loaded.Params); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s (llm.c v3, %.2fM params, from %s)\n", out, float64(len(loaded.Params))/1e6, loaded.Source)
+	return nil
+}

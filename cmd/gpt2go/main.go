@@ -1,0 +1,155 @@
+// Command gpt2go prepares data, trains GPT-2 models, samples from them, evaluates and exports them.
+//
+//	gpt2go train    [flags]   train (default: a small model on the Go standard library's sources)
+//	gpt2go prepare  [flags]   text files or directories -> token shards
+//	gpt2go sample   [flags]   generate text from a checkpoint
+//	gpt2go eval     [flags]   mean loss and perplexity of a checkpoint on a dataset
+//	gpt2go export   [flags]   write a checkpoint as an llm.c model file
+//	gpt2go bench    [flags]   time training steps of a model config
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+const version = "0.1.0"
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = []command{
+	{"train", "train a model (default: a small model on the Go standard library's sources)", runTrain},
+	{"prepare", "tokenize text files or directories into token shards", runPrepare},
+	{"sample", "generate text from a checkpoint", runSample},
+	{"eval", "mean loss and perplexity of a checkpoint on a dataset", runEval},
+	{"export", "write a checkpoint as an llm.c model file", runExport},
+	{"bench", "time training steps of a model config", runBench},
+	{"version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
+		fmt.Fprintf(stdout, "gpt2go %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return nil
+	}},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// errUsage marks errors for which the usage hint is worth printing.
+var errUsage = errors.New("usage")
+
+// run executes one command and returns the process exit code. Every failure is one line on stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			if os.Getenv("GPT2GO_DEBUG") != "" {
+				fmt.Fprintf(stderr, "%v\n%s", r, debug.Stack())
+			} else {
+				fmt.Fprintf(stderr, "gpt2go: internal error: %v (set GPT2GO_DEBUG=1 for a stack trace and please report it)\n", r)
+			}
+			code = 2
+		}
+	}()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		default:
+			fmt.Fprintf(stderr, "gpt2go %s: %s\n", c.name, strings.ReplaceAll(err.Error(), "\n", " "))
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "gpt2go: unknown command %q; commands: %s\n", args[0], commandNames())
+	return 1
+}
+
+func commandNames() string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return strings.Join(names, ", ")
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "gpt2go %s: train GPT-2 models in Go\n\nUsage: gpt2go COMMAND [flags]   (gpt2go COMMAND -h lists the flags)\n\n", version)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+}
+
+// newFlags makes a flag set that reports errors as values instead of printing usage.
+func newFlags(name string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("gpt2go "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parse parses args, printing the flag list for -h and turning bad flags into one-line errors.
+func parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stdout)
+		fmt.Fprintf(stdout, "Usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		return flag.ErrHelp
+	}
+	if err != nil {
+		return fmt.Errorf("%v (see %s -h)", err, fs.Name())
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (flags start with --; see %s -h)", fs.Arg(0), fs.Name())
+	}
+	return nil
+}
+
+// setFlags returns the names of the flags given on the command line.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error {
+	*s = append(*s, v)
+	return nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

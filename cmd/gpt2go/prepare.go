@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gpt2go/gpt2go/prepare"
+	"github.com/gpt2go/gpt2go/tokenizer"
+)
+
+func runPrepare(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("prepare", stdout)
+	var inputs stringList
+	opts := prepare.Options{Progress: stderr}
+	fs.Var(&inputs, "input", "text file or directory (repeatable)")
+	fs.StringVar(&opts.Out, "out", "", "output directory for train_*.bin, val_*.bin and meta.json")
+	fs.StringVar(&opts.Tokenizer, "tokenizer", "gpt2", "tokenizer: "+strings.Join(tokenizer.Names, ", "))
+	fs.Float64Var(&opts.ValFraction, "val-fraction", 0.1, "fraction of the input (at the end) held out for validation")
+	fs.IntVar(&opts.ShardTokens, "shard-tokens", 100_000_000, "tokens per shard file")
+	if err := parse(fs, args, stdout); err != nil {
+		return err
+	}
+	if len(inputs) == 0 {
+		return fmt.Errorf("no input: pass --input FILE|DIR (repeatable)")
+	}
+	if opts.Out == "" {
+		return fmt.Errorf("no output: pass --out DIR")
+	}
+	opts.Inputs = inputs
+	_, err := prepare.Run(opts)
+	return err
+}

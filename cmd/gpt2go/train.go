@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"time"
+
+	"github.com/gpt2go/gpt2go/data"
+	"github.com/gpt2go/gpt2go/gpt"
+	"github.com/gpt2go/gpt2go/prepare"
+	"github.com/gpt2go/gpt2go/train"
+)
+
+// The default run: a small byte-level model on the Go standard library's sources that trains in
+// a few minutes on two CPU cores and writes recognisable Go.
+const (
+	defaultLayers    = 4
+	defaultHeads     = 4
+	defaultChannels  = 128
+	defaultBlockSize = 128
+)
+
+// modelFlags are the flags that define the model architecture.
+type modelFlags struct {
+	preset                                            string
+	nLayer, nHead, nEmbd, blockSize, vocabSize, padTo int
+	noPosEmb                                          bool
+	init                                              string
+}
+
+func (m *modelFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&m.preset, "model", "", "GPT-2 preset: gpt2, gpt2-medium, gpt2-large, gpt2-xl (default: a small custom model)")
+	fs.IntVar(&m.nLayer, "n-layer", defaultLayers, "transformer layers")
+	fs.IntVar(&m.nHead, "n-head", defaultHeads, "attention heads")
+	fs.IntVar(&m.nEmbd, "n-embd", defaultChannels, "embedding width (a multiple of --n-head)")
+	fs.IntVar(&m.blockSize, "block-size", defaultBlockSize, "maximum sequence length (rows of the position embedding)")
+	fs.IntVar(&m.vocabSize, "vocab-size", 0, "vocabulary size (default: from the data's meta.json)")
+	fs.IntVar(&m.padTo, "pad-vocab", 0, "round the vocabulary up to a multiple of this (e.g. 64 or 128; padded logits are masked out of the loss)")
+	fs.BoolVar(&m.noPosEmb, "no-pos-emb", false, "ablation: no learned position embeddings")
+	fs.StringVar(&m.init, "init", "", "start from an llm.c model file (its header fixes the architecture)")
+}
+
+// build returns the model config the flags describe; dataVocab is the data's vocabulary size
+// (0 if unknown).
+func (m *modelFlags) build(set map[string]bool, dataVocab int) (gpt.Config, error) {
+	var cfg gpt.Config
+	switch {
+	case m.init != "":
+		c, _, err := gpt.ReadLLMC(m.init)
+		if err != nil {
+			return cfg, err
+		}
+		if set["model"] || set["pad-vocab"] {
+			return cfg, fmt.Errorf("--model and --pad-vocab cannot be combined with --init (the llm.c file fixes the architecture)")
+		}
+		for name, pair := range map[string][2]int{
+			"n-layer": {m.nLayer, c.NumLayers}, "n-head": {m.nHead, c.NumHeads}, "n-embd": {m.nEmbd, c.Channels},
+			"block-size": {m.blockSize, c.BlockSize}, "vocab-size": {m.vocabSize, c.VocabSize},
+		} {
+			if set[name] && pair[0] != pair[1] {
+				return cfg, fmt.Errorf("--%s %d contradicts --init %s, which has %d", name, pair[0], m.init, pair[1])
+			}
+		}
+		c.NoPositionalEmbs = m.noPosEmb
+		return c, nil
+	case m.preset != "":
+		c, err := gpt.Preset(m.preset)
+		if err != nil {
+			return cfg, err
+		}
+		cfg = c
+	default:
+		cfg = gpt.Config{NumLayers: m.nLayer, NumHeads: m.nHead, Channels: m.nEmbd, BlockSize: m.blockSize, VocabSize: dataVocab}
+	}
+	if m.preset != "" { // explicit shape flags refine a preset
+		if set["n-layer"] {
+			cfg.NumLayers = m.nLayer
+		}
+		if set["n-head"] {
+			cfg.NumHeads = m.nHead
+		}
+		if set["n-embd"] {
+			cfg.Channels = m.nEmbd
+		}
+		if set["block-size"] {
+			cfg.BlockSize = m.blockSize
+		}
+	}
+	if set["vocab-size"] {
+		cfg.VocabSize = m.vocabSize
+	}
+	if cfg.VocabSize == 0 {
+		return cfg, fmt.Errorf("vocabulary size unknown: the data has no meta.json; pass --vocab-size (50257 for GPT-2 tokens)")
+	}
+	switch {
+	case m.padTo > 0:
+		cfg.PaddedVocabSize = gpt.PadVocab(cfg.VocabSize, m.padTo)
+	case m.padTo < 0:
+		return cfg, fmt.Errorf("--pad-vocab must be >= 0, got %d", m.padTo)
+	case cfg.PaddedVocabSize < cfg.VocabSize:
+		cfg.PaddedVocabSize = cfg.VocabSize
+	}
+	cfg.NoPositionalEmbs = m.noPosEmb
+	return cfg, cfg.Validate()
+}
+
+// trainFlags binds the training flags to a Config.
+func trainFlags(fs *flag.FlagSet, c *train.Config) {
+	fs.IntVar(&c.BatchSize, "batch-size", 16, "sequences per micro-batch (B)")
+	fs.IntVar(&c.SeqLen, "seq-len", defaultBlockSize, "tokens per sequence (T)")
+	fs.IntVar(&c.GradAccum, "grad-accum", c.GradAccum, "micro-batches per optimizer step")
+	fs.IntVar(&c.Steps, "steps", 600, "optimizer steps")
+	fs.Float64Var(&c.LR, "lr", 1e-3, "peak learning rate")
+	fs.Float64Var(&c.MinLR, "min-lr", 1e-4, "learning rate at the end of the schedule")
+	fs.IntVar(&c.Warmup, "warmup", 50, "linear warmup steps")
+	fs.StringVar(&c.Schedule, "lr-schedule", c.Schedule, "cosine, linear or constant (after warmup)")
+	fs.Float64Var(&c.Beta1, "beta1", c.Beta1, "AdamW beta1")
+	fs.Float64Var(&c.Beta2, "beta2", c.Beta2, "AdamW beta2")
+	fs.Float64Var(&c.Eps, "eps", c.Eps, "AdamW epsilon")
+	fs.Float64Var(&c.WeightDecay, "weight-decay", c.WeightDecay, "AdamW weight decay (2-D weights only)")
+	fs.Float64Var(&c.GradClip, "grad-clip", c.GradClip, "clip the global gradient norm to this (0 = off)")
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed (init, shuffling)")
+	fs.BoolVar(&c.Shuffle, "shuffle", false, "sample random windows (nanoGPT) instead of reading in order (llm.c)")
+	fs.IntVar(&c.EvalEvery, "eval-every", 100, "validate every N steps (0 = never)")
+	fs.IntVar(&c.EvalBatches, "eval-batches", c.EvalBatches, "validation batches per evaluation")
+	fs.IntVar(&c.SampleEvery, "sample-every", 200, "print a text sample every N steps (0 = only at the end)")
+	fs.IntVar(&c.SampleTokens, "sample-tokens", c.SampleTokens, "tokens per sample (0 = no samples)")
+	fs.IntVar(&c.CkptEvery, "ckpt-every", 200, "checkpoint every N steps (0 = only at the end)")
+	fs.IntVar(&c.KeepCkpts, "keep-ckpts", c.KeepCkpts, "keep the newest K checkpoints besides step 0 (0 = all)")
+	fs.IntVar(&c.LogEvery, "log-every", c.LogEvery, "print a log line every N steps")
+	fs.StringVar(&c.LogFile, "log", "", "JSONL log file (default RUNDIR/log.jsonl)")
+}
+
+func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("train", stdout)
+	cfg := train.Defaults()
+	var mf modelFlags
+	var dev deviceFlags
+	var dataSpec, out, resume, cacheDir string
+	var force bool
+	fs.StringVar(&dataSpec, "data", "go", "training data: go (the Go standard library's sources), shakespeare, a text file, a prepared DIR or a SHARD.bin")
+	fs.StringVar(&out, "out", "", "run directory (default runs/YYYYMMDD-HHMMSS)")
+	fs.StringVar(&resume, "resume", "", "continue the run in this directory from its newest good checkpoint")
+	fs.BoolVar(&force, "force", false, "start a new run in --out even if it holds one (deletes its checkpoints and log)")
+	fs.StringVar(&cacheDir, "cache-dir", "", "where prepared corpora and downloads are kept (default ~/.cache/gpt2go)")
+	mf.register(fs)
+	trainFlags(fs, &cfg)
+	dev.register(fs)
+	if err := parse(fs, args, stdout); err != nil {
+		return err
+	}
+	set := setFlags(fs)
+
+	opts := train.Options{Set: set, Out: stdout, Version: version}
+	if resume != "" {
+		if set["out"] && filepath.Clean(out) != filepath.Clean(resume) {
+			return fmt.Errorf("--out %s and --resume %s name different runs; give just --resume", out, resume)
+		}
+		if set["force"] {
+			return fmt.Errorf("--force and --resume contradict each other")
+		}
+		opts.RunDir, opts.Resume = resume, true
+		if set["data"] { // compare the resolved dataset with the saved one
+			dir, err := prepare.Resolve(dataSpec, cacheDir, stderr)
+			if err != nil {
+				return err
+			}
+			cfg.Data = dir
+		}
+		if set["model"] {
+			c, err := gpt.Preset(mf.preset)
+			if err != nil {
+				return err
+			}
+			cfg.Model = c
+		}
+	} else {
+		dir, err := prepare.Resolve(dataSpec, cacheDir, stderr)
+		if err != nil {
+			return err
+		}
+		ds, err := data.Open(dir)
+		if err != nil {
+			return err
+		}
+		dataVocab := 0
+		if ds.Meta != nil {
+			dataVocab = ds.Meta.VocabSize
+			cfg.Tokenizer = train.TokenizerInfoFromMeta(ds.Meta)
+		}
+		if cfg.Model, err = mf.build(set, dataVocab); err != nil {
+			return err
+		}
+		if !set["seq-len"] && cfg.SeqLen > cfg.Model.BlockSize {
+			cfg.SeqLen = cfg.Model.BlockSize
+		}
+		cfg.Data, cfg.Init = dir, mf.init
+		if out == "" {
+			out = filepath.Join("runs", time.Now().Format("20060102-150405"))
+		}
+		opts.RunDir, opts.Force = out, force
+	}
+	be, err := dev.open(stderr)
+	if err != nil {
+		return err
+	}
+	opts.Backend, opts.Config = be, cfg
+	sum, err := train.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	val := "n/a"
+	if !math.IsNaN(float64(sum.LastValLoss)) {
+		val = fmt.Sprintf("%.4f", sum.LastValLoss)
+	}
+	fmt.Fprintf(stdout, "done: %d steps, train loss %.4f, val loss %s, %.1f ms/step; checkpoint %s\n",
+		sum.Steps, sum.LastLoss, val, sum.MsPerStep, sum.Checkpoint)
+	fmt.Fprintf(stdout, "next: gpt2go sample --ckpt %s   |   gpt2go train --resume %s --steps N\n", opts.RunDir, opts.RunDir)
+	return nil
+}

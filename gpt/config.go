@@ -1,0 +1,130 @@
+// Package gpt is the GPT-2 model: its configuration, its parameters in llm.c's flat layout, and the
+// forward and backward passes written as a sequence of backend ops. It never imports a backend.
+package gpt
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Config describes a GPT-2 decoder.
+type Config struct {
+	BlockSize        int  `json:"block_size"`        // maxT: longest sequence, rows of wpe
+	VocabSize        int  `json:"vocab_size"`        // V: real vocabulary size
+	PaddedVocabSize  int  `json:"padded_vocab_size"` // Vp >= V: rows of wte; padded logits are masked out of the loss
+	NumLayers        int  `json:"n_layer"`           // L
+	NumHeads         int  `json:"n_head"`            // NH
+	Channels         int  `json:"n_embd"`            // C
+	NoPositionalEmbs bool `json:"no_pos_emb,omitempty"`
+}
+
+// presets are the four released GPT-2 sizes (vocab padded to 50304 as llm.c does).
+var presets = map[string]Config{
+	"gpt2":        {BlockSize: 1024, VocabSize: 50257, PaddedVocabSize: 50304, NumLayers: 12, NumHeads: 12, Channels: 768},
+	"gpt2-medium": {BlockSize: 1024, VocabSize: 50257, PaddedVocabSize: 50304, NumLayers: 24, NumHeads: 16, Channels: 1024},
+	"gpt2-large":  {BlockSize: 1024, VocabSize: 50257, PaddedVocabSize: 50304, NumLayers: 36, NumHeads: 20, Channels: 1280},
+	"gpt2-xl":     {BlockSize: 1024, VocabSize: 50257, PaddedVocabSize: 50304, NumLayers: 48, NumHeads: 25, Channels: 1600},
+}
+
+// Preset returns the configuration of a named GPT-2 size.
+func Preset(name string) (Config, error) {
+	c, ok := presets[name]
+	if !ok {
+		names := make([]string, 0, len(presets))
+		for n := range presets {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return Config{}, fmt.Errorf("unknown model %q; choose one of %s or give --n-layer/--n-head/--n-embd", name, strings.Join(names, ", "))
+	}
+	return c, nil
+}
+
+// PadVocab rounds v up to a multiple of multiple (multiple <= 1 leaves v unchanged).
+func PadVocab(v, multiple int) int {
+	if multiple <= 1 {
+		return v
+	}
+	return (v + multiple - 1) / multiple * multiple
+}
+
+// Validate reports the first problem with c as a one-line error that names the fix.
+func (c Config) Validate() error {
+	switch {
+	case c.NumLayers < 1:
+		return fmt.Errorf("n_layer must be >= 1, got %d", c.NumLayers)
+	case c.NumHeads < 1:
+		return fmt.Errorf("n_head must be >= 1, got %d", c.NumHeads)
+	case c.Channels < 1:
+		return fmt.Errorf("n_embd must be >= 1, got %d", c.Channels)
+	case c.Channels%c.NumHeads != 0:
+		return fmt.Errorf("n_embd %d is not divisible by n_head %d; choose n_embd a multiple of n_head", c.Channels, c.NumHeads)
+	case c.BlockSize < 1:
+		return fmt.Errorf("block_size must be >= 1, got %d", c.BlockSize)
+	case c.VocabSize < 1:
+		return fmt.Errorf("vocab_size must be >= 1, got %d", c.VocabSize)
+	case c.PaddedVocabSize < c.VocabSize:
+		return fmt.Errorf("padded vocab size %d is smaller than vocab size %d", c.PaddedVocabSize, c.VocabSize)
+	case c.VocabSize > 1<<16:
+		return fmt.Errorf("vocab_size %d does not fit uint16 token files (max 65536)", c.VocabSize)
+	}
+	return nil
+}
+
+// ParamSpec names one parameter tensor. Layer tensors are stacked: their first dimension is L.
+type ParamSpec struct {
+	Name  string
+	Shape []int
+	Decay bool // AdamW weight decay applies (2-D weight matrices only)
+}
+
+// Size is the number of elements.
+func (p ParamSpec) Size() int {
+	n := 1
+	for _, d := range p.Shape {
+		n *= d
+	}
+	return n
+}
+
+// ParamSpecs lists the parameters in llm.c's order, which is also their order in the flat
+// parameter buffer, in checkpoints and in llm.c model files.
+func (c Config) ParamSpecs() []ParamSpec {
+	L, C, Vp, maxT := c.NumLayers, c.Channels, c.PaddedVocabSize, c.BlockSize
+	return []ParamSpec{
+		{"wte", []int{Vp, C}, true},
+		{"wpe", []int{maxT, C}, true},
+		{"ln1w", []int{L, C}, false},
+		{"ln1b", []int{L, C}, false},
+		{"qkvw", []int{L, 3 * C, C}, true},
+		{"qkvb", []int{L, 3 * C}, false},
+		{"attprojw", []int{L, C, C}, true},
+		{"attprojb", []int{L, C}, false},
+		{"ln2w", []int{L, C}, false},
+		{"ln2b", []int{L, C}, false},
+		{"fcw", []int{L, 4 * C, C}, true},
+		{"fcb", []int{L, 4 * C}, false},
+		{"fcprojw", []int{L, C, 4 * C}, true},
+		{"fcprojb", []int{L, C}, false},
+		{"lnfw", []int{C}, false},
+		{"lnfb", []int{C}, false},
+	}
+}
+
+// NumParams is the length of the flat parameter buffer (including padded vocab rows).
+func (c Config) NumParams() int {
+	n := 0
+	for _, p := range c.ParamSpecs() {
+		n += p.Size()
+	}
+	return n
+}
+
+// FlopsPerToken estimates training FLOPs per token (forward + backward) as in the PaLM paper's
+// appendix: 6 per parameter plus the attention score and value matmuls.
+func (c Config) FlopsPerToken(seqLen int) float64 {
+	nonEmb := c.NumParams() - c.PaddedVocabSize*c.Channels - c.BlockSize*c.Channels
+	params := float64(nonEmb + c.PaddedVocabSize*c.Channels) // the LM head is a real matmul
+	return 6*params + 12*float64(c.NumLayers*c.Channels*seqLen)
+}

@@ -1,0 +1,122 @@
+package gpt
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+
+	"github.com/gpt2go/gpt2go/internal/atomicfile"
+)
+
+// llm.c model files (train_gpt2.c's gpt2_build_from_checkpoint): a header of 256 little-endian
+// int32 — magic 20240326, version 3 (fp32), maxT, V, L, NH, C, Vp — then every parameter as fp32
+// in ParamSpecs order.
+const (
+	LLMCMagic      = 20240326 // first int32 of an llm.c model file
+	llmcVersion    = 3
+	llmcHeaderInts = 256
+)
+
+// ReadLLMC reads an llm.c fp32 model file and returns its config and flat parameters.
+func ReadLLMC(path string) (Config, []float32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, nil, fmt.Errorf("llm.c model: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Config{}, nil, fmt.Errorf("llm.c model %s: %w", path, err)
+	}
+	if st.Size() == 0 {
+		return Config{}, nil, fmt.Errorf("llm.c model %s is empty", path)
+	}
+	var hdr [llmcHeaderInts]int32
+	if st.Size() < llmcHeaderInts*4 {
+		return Config{}, nil, fmt.Errorf("llm.c model %s is truncated: %d bytes, shorter than its 1024-byte header", path, st.Size())
+	}
+	if err := binary.Read(f, binary.LittleEndian, hdr[:]); err != nil {
+		return Config{}, nil, fmt.Errorf("llm.c model %s: read header: %w", path, err)
+	}
+	if hdr[0] != LLMCMagic {
+		return Config{}, nil, fmt.Errorf("llm.c model %s has wrong magic %d (want %d); is it an llm.c gpt2_*.bin model file?", path, hdr[0], LLMCMagic)
+	}
+	if hdr[1] != llmcVersion {
+		hint := ""
+		if hdr[1] == 5 {
+			hint = " (bf16); export an fp32 model (version 3) instead"
+		}
+		return Config{}, nil, fmt.Errorf("llm.c model %s has version %d%s; gpt2go reads version %d", path, hdr[1], hint, llmcVersion)
+	}
+	cfg := Config{
+		BlockSize: int(hdr[2]), VocabSize: int(hdr[3]), NumLayers: int(hdr[4]),
+		NumHeads: int(hdr[5]), Channels: int(hdr[6]), PaddedVocabSize: int(hdr[7]),
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, nil, fmt.Errorf("llm.c model %s has a bad header: %w", path, err)
+	}
+	if cfg.BlockSize > 1<<20 || cfg.Channels > 1<<16 || cfg.NumLayers > 1<<10 || cfg.PaddedVocabSize > 1<<22 {
+		return Config{}, nil, fmt.Errorf("llm.c model %s has an implausible header (%+v); the file is corrupt", path, cfg)
+	}
+	n := cfg.NumParams()
+	want := int64(llmcHeaderInts*4) + int64(n)*4
+	if st.Size() != want {
+		return Config{}, nil, fmt.Errorf("llm.c model %s is %d bytes but its header implies %d (%d params); the file is truncated or corrupt", path, st.Size(), want, n)
+	}
+	params := make([]float32, n)
+	if err := readFloats(f, params); err != nil {
+		return Config{}, nil, fmt.Errorf("llm.c model %s: %w", path, err)
+	}
+	return cfg, params, nil
+}
+
+// WriteLLMC writes cfg and flat parameters as an llm.c fp32 model file, atomically.
+func WriteLLMC(path string, cfg Config, params []float32) error {
+	if len(params) != cfg.NumParams() {
+		return fmt.Errorf("write llm.c model: %d params, config needs %d", len(params), cfg.NumParams())
+	}
+	var hdr [llmcHeaderInts]int32
+	hdr[0], hdr[1] = LLMCMagic, llmcVersion
+	hdr[2], hdr[3], hdr[4] = int32(cfg.BlockSize), int32(cfg.VocabSize), int32(cfg.NumLayers)
+	hdr[5], hdr[6], hdr[7] = int32(cfg.NumHeads), int32(cfg.Channels), int32(cfg.PaddedVocabSize)
+	return atomicfile.Write(path, func(w io.Writer) error {
+		if err := binary.Write(w, binary.LittleEndian, hdr[:]); err != nil {
+			return err
+		}
+		return writeFloats(w, params)
+	})
+}
+
+// readFloats fills dst with little-endian float32s from r, a chunk at a time.
+func readFloats(r io.Reader, dst []float32) error {
+	buf := make([]byte, 1<<20)
+	for len(dst) > 0 {
+		n := min(len(dst), len(buf)/4)
+		if _, err := io.ReadFull(r, buf[:4*n]); err != nil {
+			return err
+		}
+		for i := range n {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+		}
+		dst = dst[n:]
+	}
+	return nil
+}
+
+// writeFloats writes src as little-endian float32s to w, a chunk at a time.
+func writeFloats(w io.Writer, src []float32) error {
+	buf := make([]byte, 1<<20)
+	for len(src) > 0 {
+		n := min(len(src), len(buf)/4)
+		for i, x := range src[:n] {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
+		}
+		if _, err := w.Write(buf[:4*n]); err != nil {
+			return err
+		}
+		src = src[n:]
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package gpt
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLLMCRoundTripAndErrors(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{BlockSize: 8, VocabSize: 10, PaddedVocabSize: 16, NumLayers: 2, NumHeads: 2, Channels: 6}
+	params := make([]float32, cfg.NumParams())
+	for i := range params {
+		params[i] = float32(i) * 0.25
+	}
+	path := filepath.Join(dir, "m.bin")
+	if err := WriteLLMC(path, cfg, params); err != nil {
+		t.Fatal(err)
+	}
+	got, gotParams, err := ReadLLMC(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != cfg {
+		t.Fatalf("config %+v, want %+v", got, cfg)
+	}
+	for i := range params {
+		if gotParams[i] != params[i] {
+			t.Fatalf("param %d = %v, want %v", i, gotParams[i], params[i])
+		}
+	}
+	raw, _ := os.ReadFile(path)
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, b, 0o644)
+		return p
+	}
+	withInt := func(idx int, v int32) []byte {
+		b := append([]byte(nil), raw...)
+		binary.LittleEndian.PutUint32(b[4*idx:], uint32(v))
+		return b
+	}
+	cases := []struct{ name, path, want string }{
+		{"missing", filepath.Join(dir, "nope.bin"), "no such file"},
+		{"empty", write("empty.bin", nil), "empty"},
+		{"short header", write("short.bin", raw[:100]), "truncated"},
+		{"truncated params", write("trunc.bin", raw[:len(raw)-4]), "truncated"},
+		{"wrong magic", write("magic.bin", withInt(0, 20240520)), "wrong magic"},
+		{"bf16 version", write("v5.bin", withInt(1, 5)), "version 5"},
+		{"bad heads", write("heads.bin", withInt(5, 4)), "not divisible"},
+		{"absurd size", write("absurd.bin", withInt(6, 1<<30)), "implausible"},
+	}
+	for _, c := range cases {
+		_, _, err := ReadLLMC(c.path)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+}

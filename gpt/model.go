@@ -1,0 +1,402 @@
+package gpt
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/gpt2go/gpt2go/backend"
+)
+
+// Model holds a GPT-2's parameters, gradients, AdamW moments and activations on one backend.
+// All of them are flat buffers planned once; named views point into them.
+type Model struct {
+	Config Config
+	be     backend.Backend
+
+	// Flat buffers in ParamSpecs order; the AdamW moments mirror the parameters.
+	Params, Grads, M, V backend.Buf
+	params, grads       paramViews
+	moments1, moments2  []backend.Buf // per-tensor views of M and V
+	specs               []ParamSpec
+	offsets             []int // start of each spec in the flat buffers
+
+	maxB, maxT int
+	inputs     backend.Buf // int32 (B,T)
+	targets    backend.Buf // int32 (B,T)
+	actBufs    actBuffers
+	views      map[[2]int]*acts // activation views per (B,T) shape, built once each
+	cur        *acts            // views of the last Forward
+	lossHost   []float32
+}
+
+// paramViews are named views into a flat parameter (or gradient) buffer.
+type paramViews struct {
+	wte, wpe                                   backend.Buf // (Vp,C), (maxT,C)
+	ln1w, ln1b, qkvw, qkvb, attprojw, attprojb []backend.Buf
+	ln2w, ln2b, fcw, fcb, fcprojw, fcprojb     []backend.Buf
+	lnfw, lnfb                                 backend.Buf // (C)
+	all                                        []backend.Buf
+}
+
+// actBuffers are the flat activation buffers, sized for (maxB, maxT).
+type actBuffers struct {
+	encoded, ln1, ln1Mean, ln1Rstd, qkv, atty, preatt, att, attproj   backend.Buf
+	residual2, ln2, ln2Mean, ln2Rstd, fch, fchGelu, fcproj, residual3 backend.Buf
+	lnf, lnfMean, lnfRstd, logits, losses                             backend.Buf
+	// Gradient scratch for one layer at a time (backward walks the layers in turn).
+	dresidual, dlnf, dln1, datty, dln2, dqkv, dfch, dfchGelu, dpreatt, datt backend.Buf
+}
+
+// acts are views of actBuffers for one (B,T): per-layer slices of the layer-stacked buffers.
+type acts struct {
+	B, T                                                         int
+	encoded                                                      backend.Buf // (B,T,C)
+	ln1, ln1Mean, ln1Rstd, qkv, atty, preatt, att, attproj       []backend.Buf
+	residual2, ln2, ln2Mean, ln2Rstd, fch, fchGelu, fcproj, res3 []backend.Buf
+	lnf, lnfMean, lnfRstd, logits, losses                        backend.Buf
+	dresidual, dlnf, dln1, datty, dln2, dqkv, dfch, dfchGelu     backend.Buf
+	dpreatt, datt                                                backend.Buf
+	inputs, targets                                              backend.Buf
+}
+
+// New plans and allocates a model for batches of up to maxB sequences of up to maxT tokens.
+// Parameters are zero; call InitGPT2 or LoadParams.
+func New(be backend.Backend, cfg Config, maxB, maxT int) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if maxT > cfg.BlockSize {
+		return nil, fmt.Errorf("sequence length %d exceeds the model's block size %d; use --seq-len <= %d", maxT, cfg.BlockSize, cfg.BlockSize)
+	}
+	if maxB < 1 || maxT < 1 {
+		return nil, fmt.Errorf("batch size and sequence length must be >= 1 (got %d, %d)", maxB, maxT)
+	}
+	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, specs: cfg.ParamSpecs(), views: map[[2]int]*acts{}}
+	n := 0
+	for _, s := range m.specs {
+		m.offsets = append(m.offsets, n)
+		n += s.Size()
+	}
+	m.Params, m.Grads, m.M, m.V = be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(n)
+	m.params = m.paramViews(m.Params)
+	m.grads = m.paramViews(m.Grads)
+	m.moments1, m.moments2 = m.paramViews(m.M).all, m.paramViews(m.V).all
+	m.inputs, m.targets = be.AllocInt32(maxB*maxT), be.AllocInt32(maxB*maxT)
+	m.allocActs()
+	m.lossHost = make([]float32, maxB*maxT)
+	return m, nil
+}
+
+// ActivationFloats is the number of float32s the activation plan takes (for memory reports).
+func ActivationFloats(cfg Config, B, T int) int {
+	L, C, NH, Vp := cfg.NumLayers, cfg.Channels, cfg.NumHeads, cfg.PaddedVocabSize
+	BT := B * T
+	perLayer := BT*C*8 + BT*4 + BT*3*C + 2*B*NH*T*T + 2*BT*4*C
+	grads := BT*C*5 + BT*3*C + 2*BT*4*C + 2*B*NH*T*T
+	return BT*C + L*perLayer + BT*C + 2*BT + BT*Vp + BT + grads
+}
+
+func (m *Model) allocActs() {
+	c := m.Config
+	L, C, NH, Vp := c.NumLayers, c.Channels, c.NumHeads, c.PaddedVocabSize
+	BT, B, T := m.maxB*m.maxT, m.maxB, m.maxT
+	a := func(n int) backend.Buf { return m.be.Alloc(n) }
+	m.actBufs = actBuffers{
+		encoded: a(BT * C),
+		ln1:     a(L * BT * C), ln1Mean: a(L * BT), ln1Rstd: a(L * BT),
+		qkv: a(L * BT * 3 * C), atty: a(L * BT * C),
+		preatt: a(L * B * NH * T * T), att: a(L * B * NH * T * T),
+		attproj: a(L * BT * C), residual2: a(L * BT * C),
+		ln2: a(L * BT * C), ln2Mean: a(L * BT), ln2Rstd: a(L * BT),
+		fch: a(L * BT * 4 * C), fchGelu: a(L * BT * 4 * C),
+		fcproj: a(L * BT * C), residual3: a(L * BT * C),
+		lnf: a(BT * C), lnfMean: a(BT), lnfRstd: a(BT),
+		logits: a(BT * Vp), losses: a(BT),
+		dresidual: a(BT * C), dlnf: a(BT * C), dln1: a(BT * C), datty: a(BT * C), dln2: a(BT * C),
+		dqkv: a(BT * 3 * C), dfch: a(BT * 4 * C), dfchGelu: a(BT * 4 * C),
+		dpreatt: a(B * NH * T * T), datt: a(B * NH * T * T),
+	}
+}
+
+// paramViews splits a flat buffer laid out like the parameters into named per-layer views.
+func (m *Model) paramViews(flat backend.Buf) paramViews {
+	var v paramViews
+	L := m.Config.NumLayers
+	whole := make([]backend.Buf, len(m.specs))
+	for i, s := range m.specs {
+		whole[i] = m.be.View(flat, m.offsets[i], s.Size())
+	}
+	perLayer := func(i int) []backend.Buf {
+		size := m.specs[i].Size() / L
+		out := make([]backend.Buf, L)
+		for l := range L {
+			out[l] = m.be.View(flat, m.offsets[i]+l*size, size)
+		}
+		return out
+	}
+	v.wte, v.wpe = whole[0], whole[1]
+	v.ln1w, v.ln1b, v.qkvw, v.qkvb = perLayer(2), perLayer(3), perLayer(4), perLayer(5)
+	v.attprojw, v.attprojb, v.ln2w, v.ln2b = perLayer(6), perLayer(7), perLayer(8), perLayer(9)
+	v.fcw, v.fcb, v.fcprojw, v.fcprojb = perLayer(10), perLayer(11), perLayer(12), perLayer(13)
+	v.lnfw, v.lnfb = whole[14], whole[15]
+	v.all = whole
+	return v
+}
+
+// actsFor returns the activation views for a (B,T) batch, building them on first use.
+func (m *Model) actsFor(B, T int) *acts {
+	if a, ok := m.views[[2]int{B, T}]; ok {
+		return a
+	}
+	c, be, ab := m.Config, m.be, &m.actBufs
+	L, C, NH, Vp := c.NumLayers, c.Channels, c.NumHeads, c.PaddedVocabSize
+	BT := B * T
+	layers := func(buf backend.Buf, size int) []backend.Buf {
+		out := make([]backend.Buf, L)
+		for l := range L {
+			out[l] = be.View(buf, l*size, size)
+		}
+		return out
+	}
+	first := func(buf backend.Buf, size int) backend.Buf { return be.View(buf, 0, size) }
+	a := &acts{
+		B: B, T: T,
+		encoded: first(ab.encoded, BT*C),
+		ln1:     layers(ab.ln1, BT*C), ln1Mean: layers(ab.ln1Mean, BT), ln1Rstd: layers(ab.ln1Rstd, BT),
+		qkv: layers(ab.qkv, BT*3*C), atty: layers(ab.atty, BT*C),
+		preatt: layers(ab.preatt, B*NH*T*T), att: layers(ab.att, B*NH*T*T),
+		attproj: layers(ab.attproj, BT*C), residual2: layers(ab.residual2, BT*C),
+		ln2: layers(ab.ln2, BT*C), ln2Mean: layers(ab.ln2Mean, BT), ln2Rstd: layers(ab.ln2Rstd, BT),
+		fch: layers(ab.fch, BT*4*C), fchGelu: layers(ab.fchGelu, BT*4*C),
+		fcproj: layers(ab.fcproj, BT*C), res3: layers(ab.residual3, BT*C),
+		lnf: first(ab.lnf, BT*C), lnfMean: first(ab.lnfMean, BT), lnfRstd: first(ab.lnfRstd, BT),
+		logits: first(ab.logits, BT*Vp), losses: first(ab.losses, BT),
+		dresidual: first(ab.dresidual, BT*C), dlnf: first(ab.dlnf, BT*C),
+		dln1: first(ab.dln1, BT*C), datty: first(ab.datty, BT*C), dln2: first(ab.dln2, BT*C),
+		dqkv: first(ab.dqkv, BT*3*C), dfch: first(ab.dfch, BT*4*C), dfchGelu: first(ab.dfchGelu, BT*4*C),
+		dpreatt: first(ab.dpreatt, B*NH*T*T), datt: first(ab.datt, B*NH*T*T),
+		inputs: first(m.inputs, BT), targets: first(m.targets, BT),
+	}
+	m.views[[2]int{B, T}] = a
+	return a
+}
+
+// Backend is the backend the model lives on.
+func (m *Model) Backend() backend.Backend { return m.be }
+
+// Specs lists the parameter tensors in flat-buffer order.
+func (m *Model) Specs() []ParamSpec { return m.specs }
+
+// Offsets gives the start of each parameter tensor in the flat buffers.
+func (m *Model) Offsets() []int { return m.offsets }
+
+// MaxBatch is the (B,T) capacity the activations were planned for.
+func (m *Model) MaxBatch() (B, T int) { return m.maxB, m.maxT }
+
+// InitGPT2 fills the parameters with GPT-2's initialisation: weights N(0, 0.02), the two residual
+// projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1. The padded
+// vocabulary rows of wte stay 0 so their logits are 0 and they never receive gradient.
+func (m *Model) InitGPT2(seed uint64) {
+	c := m.Config
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	host := make([]float32, c.NumParams())
+	residualStd := 0.02 / math.Sqrt(2*float64(c.NumLayers))
+	for i, s := range m.specs {
+		p := host[m.offsets[i] : m.offsets[i]+s.Size()]
+		switch s.Name {
+		case "ln1w", "ln2w", "lnfw":
+			for j := range p {
+				p[j] = 1
+			}
+		case "wte":
+			for j := range c.VocabSize * c.Channels {
+				p[j] = float32(rng.NormFloat64() * 0.02)
+			}
+		case "wpe", "qkvw", "fcw":
+			for j := range p {
+				p[j] = float32(rng.NormFloat64() * 0.02)
+			}
+		case "attprojw", "fcprojw":
+			for j := range p {
+				p[j] = float32(rng.NormFloat64() * residualStd)
+			}
+		}
+	}
+	m.be.Upload(m.Params, host)
+}
+
+// SetParams uploads a flat host parameter array (ParamSpecs order).
+func (m *Model) SetParams(host []float32) error {
+	if len(host) != m.Params.Len() {
+		return fmt.Errorf("parameter count mismatch: have %d, model needs %d", len(host), m.Params.Len())
+	}
+	m.be.Upload(m.Params, host)
+	return nil
+}
+
+// Forward runs the model on inputs (B,T) and, when targets (B,T) is not nil, the cross-entropy
+// loss; it returns the mean loss (0 without targets). Logits (or, with targets, their softmax) and
+// attention maps stay on the backend for Logits, Attention and Backward. Token ids must be < V.
+func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
+	if err := m.checkBatch(inputs, targets, B, T); err != nil {
+		return 0, err
+	}
+	c, be := m.Config, m.be
+	C, NH, V, Vp := c.Channels, c.NumHeads, c.VocabSize, c.PaddedVocabSize
+	a := m.actsFor(B, T)
+	m.cur = a
+	BT := B * T
+	be.UploadInt32(a.inputs, inputs)
+
+	var wpe backend.Buf
+	if !c.NoPositionalEmbs {
+		wpe = m.params.wpe
+	}
+	be.EncoderForward(a.encoded, a.inputs, m.params.wte, wpe, B, T, C)
+	p := &m.params
+	for l := range c.NumLayers {
+		residual := a.encoded
+		if l > 0 {
+			residual = a.res3[l-1]
+		}
+		be.LayerNormForward(a.ln1[l], a.ln1Mean[l], a.ln1Rstd[l], residual, p.ln1w[l], p.ln1b[l], BT, C)
+		be.MatmulForward(a.qkv[l], a.ln1[l], p.qkvw[l], p.qkvb[l], BT, C, 3*C)
+		be.AttentionForward(a.atty[l], a.preatt[l], a.att[l], a.qkv[l], B, T, C, NH)
+		be.MatmulForward(a.attproj[l], a.atty[l], p.attprojw[l], p.attprojb[l], BT, C, C)
+		be.ResidualForward(a.residual2[l], residual, a.attproj[l], BT*C)
+		be.LayerNormForward(a.ln2[l], a.ln2Mean[l], a.ln2Rstd[l], a.residual2[l], p.ln2w[l], p.ln2b[l], BT, C)
+		be.MatmulForward(a.fch[l], a.ln2[l], p.fcw[l], p.fcb[l], BT, C, 4*C)
+		be.GeluForward(a.fchGelu[l], a.fch[l], BT*4*C)
+		be.MatmulForward(a.fcproj[l], a.fchGelu[l], p.fcprojw[l], p.fcprojb[l], BT, 4*C, C)
+		be.ResidualForward(a.res3[l], a.residual2[l], a.fcproj[l], BT*C)
+	}
+	be.LayerNormForward(a.lnf, a.lnfMean, a.lnfRstd, a.res3[c.NumLayers-1], p.lnfw, p.lnfb, BT, C)
+	be.MatmulForward(a.logits, a.lnf, p.wte, nil, BT, C, Vp) // LM head tied to wte
+	if targets == nil {
+		return 0, nil
+	}
+	be.UploadInt32(a.targets, targets)
+	be.CrossEntropyForward(a.losses, a.logits, a.logits, a.targets, BT, V, Vp) // probs overwrite logits
+	losses := m.lossHost[:BT]
+	be.Download(losses, a.losses)
+	var sum float64
+	for _, l := range losses {
+		sum += float64(l)
+	}
+	return float32(sum / float64(BT)), nil
+}
+
+func (m *Model) checkBatch(inputs, targets []int32, B, T int) error {
+	if T > m.Config.BlockSize {
+		return fmt.Errorf("sequence length %d exceeds the model's block size %d", T, m.Config.BlockSize)
+	}
+	if B*T > m.maxB*m.maxT || T > m.maxT {
+		return fmt.Errorf("batch (%d,%d) exceeds the planned capacity (%d,%d)", B, T, m.maxB, m.maxT)
+	}
+	if len(inputs) != B*T || (targets != nil && len(targets) != B*T) {
+		return fmt.Errorf("batch arrays must hold B*T = %d tokens (inputs %d, targets %d)", B*T, len(inputs), len(targets))
+	}
+	V := int32(m.Config.VocabSize)
+	for _, arr := range [][]int32{inputs, targets} {
+		for i, tok := range arr {
+			if tok < 0 || tok >= V {
+				return fmt.Errorf("token %d at position %d is outside the vocabulary [0,%d); the data does not match this model's vocab size", tok, i, V)
+			}
+		}
+	}
+	return nil
+}
+
+// ZeroGrad clears the parameter gradients (before the first micro-batch of a step).
+func (m *Model) ZeroGrad() { m.be.Zero(m.Grads) }
+
+// Backward accumulates into Grads the gradient of lossScale * (mean loss of the last Forward),
+// which must have had targets. Use lossScale = 1/gradAccum for gradient accumulation.
+func (m *Model) Backward(lossScale float32) error {
+	a := m.cur
+	if a == nil {
+		return fmt.Errorf("backward called before a forward pass with targets")
+	}
+	c, be, p, g := m.Config, m.be, &m.params, &m.grads
+	B, T := a.B, a.T
+	C, NH, V, Vp := c.Channels, c.NumHeads, c.VocabSize, c.PaddedVocabSize
+	BT := B * T
+
+	// Loss -> logits: the softmax in a.logits becomes dlogits in place.
+	be.CrossEntropyBackward(a.logits, a.logits, a.targets, lossScale/float32(BT), BT, V, Vp)
+	be.Zero(a.dlnf)
+	be.Zero(a.dresidual)
+	be.MatmulBackward(a.dlnf, g.wte, nil, a.logits, a.lnf, p.wte, BT, C, Vp)
+	be.LayerNormBackward(a.dresidual, g.lnfw, g.lnfb, a.dlnf, a.res3[c.NumLayers-1], p.lnfw, a.lnfMean, a.lnfRstd, BT, C)
+
+	// a.dresidual carries the gradient of the residual stream down through the layers. A residual
+	// add passes its output gradient unchanged to both inputs, so the branch gradient is dresidual
+	// itself and the branch's input gradient is accumulated straight back into it.
+	for l := c.NumLayers - 1; l >= 0; l-- {
+		residual := a.encoded
+		if l > 0 {
+			residual = a.res3[l-1]
+		}
+		for _, buf := range []backend.Buf{a.dln1, a.datty, a.dln2, a.dqkv, a.dfch, a.dfchGelu} {
+			be.Zero(buf)
+		}
+		// MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))).
+		be.MatmulBackward(a.dfchGelu, g.fcprojw[l], g.fcprojb[l], a.dresidual, a.fchGelu[l], p.fcprojw[l], BT, 4*C, C)
+		be.GeluBackward(a.dfch, a.fch[l], a.dfchGelu, BT*4*C)
+		be.MatmulBackward(a.dln2, g.fcw[l], g.fcb[l], a.dfch, a.ln2[l], p.fcw[l], BT, C, 4*C)
+		be.LayerNormBackward(a.dresidual, g.ln2w[l], g.ln2b[l], a.dln2, a.residual2[l], p.ln2w[l], a.ln2Mean[l], a.ln2Rstd[l], BT, C)
+		// Attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual)))).
+		be.MatmulBackward(a.datty, g.attprojw[l], g.attprojb[l], a.dresidual, a.atty[l], p.attprojw[l], BT, C, C)
+		be.AttentionBackward(a.dqkv, a.dpreatt, a.datt, a.datty, a.qkv[l], a.att[l], B, T, C, NH)
+		be.MatmulBackward(a.dln1, g.qkvw[l], g.qkvb[l], a.dqkv, a.ln1[l], p.qkvw[l], BT, C, 3*C)
+		be.LayerNormBackward(a.dresidual, g.ln1w[l], g.ln1b[l], a.dln1, residual, p.ln1w[l], a.ln1Mean[l], a.ln1Rstd[l], BT, C)
+	}
+	var dwpe backend.Buf
+	if !c.NoPositionalEmbs {
+		dwpe = g.wpe
+	}
+	be.EncoderBackward(g.wte, dwpe, a.dresidual, a.inputs, B, T, C)
+	m.cur = nil // the logits now hold dlogits
+	return nil
+}
+
+// GradNorm is the global L2 norm of the gradients.
+func (m *Model) GradNorm() float64 {
+	return math.Sqrt(m.be.SumSquares(m.Grads, m.Grads.Len()))
+}
+
+// AdamWConfig holds the optimizer's hyperparameters (the learning rate is passed per step).
+type AdamWConfig struct {
+	Beta1, Beta2, Eps, WeightDecay float64
+}
+
+// Update applies one AdamW step (1-based step) with learning rate lr to every parameter tensor;
+// weight decay only touches tensors whose spec has Decay (the 2-D weight matrices). gradScale
+// multiplies the gradients first (gradient clipping).
+func (m *Model) Update(opt AdamWConfig, lr float64, step int, gradScale float64) {
+	for i, s := range m.specs {
+		wd := 0.0
+		if s.Decay {
+			wd = opt.WeightDecay
+		}
+		m.be.AdamW(m.params.all[i], m.grads.all[i], m.moments1[i], m.moments2[i], s.Size(), backend.AdamWParams{
+			LR: float32(lr), Beta1: float32(opt.Beta1), Beta2: float32(opt.Beta2), Eps: float32(opt.Eps),
+			WeightDecay: float32(wd), GradScale: float32(gradScale), Step: step,
+		})
+	}
+}
+
+// LogitsRow copies the logits (V real columns) of sequence b at position t of the last Forward
+// without targets into dst (len V).
+func (m *Model) LogitsRow(dst []float32, b, t int) {
+	a := m.cur
+	Vp := m.Config.PaddedVocabSize
+	row := m.be.View(a.logits, (b*a.T+t)*Vp, len(dst))
+	m.be.Download(dst, row)
+}
+
+// Attention copies the attention weights of layer l from the last Forward into dst (B,NH,T,T).
+func (m *Model) Attention(dst []float32, l int) {
+	m.be.Download(dst, m.cur.att[l])
+}

@@ -1,0 +1,92 @@
+package train
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"time"
+
+	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/data"
+	"github.com/gpt2go/gpt2go/gpt"
+)
+
+// Evaluate returns the mean loss of model over n batches of loader, from its current position.
+func Evaluate(model *gpt.Model, loader *data.Loader, B, T, n int) (float64, error) {
+	inputs, targets := make([]int32, B*T), make([]int32, B*T)
+	var sum float64
+	for range n {
+		if err := loader.Next(inputs, targets); err != nil {
+			return 0, err
+		}
+		l, err := model.Forward(inputs, targets, B, T)
+		if err != nil {
+			return 0, err
+		}
+		sum += float64(l)
+	}
+	return sum / float64(n), nil
+}
+
+// BenchResult is the timing of full training steps (forward, backward, AdamW) on random tokens.
+type BenchResult struct {
+	Model      gpt.Config `json:"model"`
+	Backend    string     `json:"backend"`
+	BatchSize  int        `json:"batch_size"`
+	SeqLen     int        `json:"seq_len"`
+	Steps      int        `json:"steps"`
+	MsPerStep  float64    `json:"ms_per_step"`
+	MinMs      float64    `json:"min_ms"`
+	TokPerSec  float64    `json:"tok_per_s"`
+	GFlops     float64    `json:"gflop_per_s"` // achieved, from Config.FlopsPerToken
+	PeakHeapMB float64    `json:"peak_heap_mb"`
+}
+
+// Bench times steps training steps after warmup untimed ones.
+func Bench(be backend.Backend, cfg gpt.Config, B, T, warmup, steps int) (*BenchResult, error) {
+	if steps < 1 || warmup < 0 {
+		return nil, fmt.Errorf("bench needs --steps >= 1 and --warmup-steps >= 0")
+	}
+	model, err := gpt.New(be, cfg, B, T)
+	if err != nil {
+		return nil, err
+	}
+	model.InitGPT2(1)
+	rng := rand.New(rand.NewPCG(1, 2))
+	inputs, targets := make([]int32, B*T), make([]int32, B*T)
+	for i := range inputs {
+		inputs[i], targets[i] = int32(rng.IntN(cfg.VocabSize)), int32(rng.IntN(cfg.VocabSize))
+	}
+	opt := gpt.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
+	var total, best time.Duration
+	for i := range warmup + steps {
+		start := time.Now()
+		model.ZeroGrad()
+		if _, err := model.Forward(inputs, targets, B, T); err != nil {
+			return nil, err
+		}
+		if err := model.Backward(1); err != nil {
+			return nil, err
+		}
+		model.Update(opt, 1e-4, i+1, min(1, 1/(model.GradNorm()+1e-6)))
+		if err := be.Sync(); err != nil {
+			return nil, err
+		}
+		if d := time.Since(start); i >= warmup {
+			total += d
+			if best == 0 || d < best {
+				best = d
+			}
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	sec := total.Seconds() / float64(steps)
+	return &BenchResult{
+		Model: cfg, Backend: be.Name(), BatchSize: B, SeqLen: T, Steps: steps,
+		MsPerStep: sec * 1000, MinMs: best.Seconds() * 1000,
+		TokPerSec:  float64(B*T) / sec,
+		GFlops:     cfg.FlopsPerToken(T) * float64(B*T) / sec / 1e9,
+		PeakHeapMB: float64(ms.HeapSys) / (1 << 20),
+	}, nil
+}

@@ -1,0 +1,217 @@
+// Package train runs the training loop: batches from a data loader through the model's forward
+// and backward passes, AdamW with warmup and a decay schedule, gradient clipping and accumulation,
+// periodic validation, samples and checkpoints, exact resume, and the JSONL log.
+package train
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/gpt2go/gpt2go/gpt"
+)
+
+// Config is everything that defines a training run. It is saved in RUNDIR/run.json and in every
+// checkpoint, so a run can be resumed from the directory alone.
+type Config struct {
+	Model gpt.Config `json:"model"`
+	Data  string     `json:"data"`           // prepared dataset: a directory or one shard
+	Init  string     `json:"init,omitempty"` // llm.c model file the weights started from
+	// Tokenizer of the data, kept so checkpoints can be sampled without the dataset.
+	Tokenizer *TokenizerInfo `json:"tokenizer,omitempty"`
+
+	BatchSize int `json:"batch_size"`
+	SeqLen    int `json:"seq_len"`
+	GradAccum int `json:"grad_accum"`
+	Steps     int `json:"steps"`
+
+	LR          float64 `json:"lr"`
+	MinLR       float64 `json:"min_lr"`
+	Warmup      int     `json:"warmup"`
+	Schedule    string  `json:"lr_schedule"` // cosine | linear | constant
+	Beta1       float64 `json:"beta1"`
+	Beta2       float64 `json:"beta2"`
+	Eps         float64 `json:"eps"`
+	WeightDecay float64 `json:"weight_decay"`
+	GradClip    float64 `json:"grad_clip"` // 0 = off
+
+	Seed    uint64 `json:"seed"`
+	Shuffle bool   `json:"shuffle"`
+
+	EvalEvery    int    `json:"eval_every"`
+	EvalBatches  int    `json:"eval_batches"`
+	SampleEvery  int    `json:"sample_every"`
+	SampleTokens int    `json:"sample_tokens"`
+	CkptEvery    int    `json:"ckpt_every"`
+	KeepCkpts    int    `json:"keep_ckpts"`
+	LogEvery     int    `json:"log_every"`
+	LogFile      string `json:"log_file,omitempty"`
+}
+
+// Defaults returns the optimizer and bookkeeping defaults (GPT-3 paper / llm.c style AdamW).
+func Defaults() Config {
+	return Config{
+		BatchSize: 8, SeqLen: 64, GradAccum: 1, Steps: 1000,
+		LR: 6e-4, MinLR: 0, Warmup: 0, Schedule: "cosine",
+		Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, GradClip: 1.0,
+		Seed: 1337, EvalEvery: 250, EvalBatches: 20, SampleEvery: 0, SampleTokens: 200,
+		CkptEvery: 500, KeepCkpts: 3, LogEvery: 10,
+	}
+}
+
+// Validate checks the training settings (the model config is validated by gpt).
+func (c Config) Validate() error {
+	if err := c.Model.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.BatchSize < 1:
+		return fmt.Errorf("--batch-size must be >= 1, got %d", c.BatchSize)
+	case c.SeqLen < 1:
+		return fmt.Errorf("--seq-len must be >= 1, got %d", c.SeqLen)
+	case c.SeqLen > c.Model.BlockSize:
+		return fmt.Errorf("--seq-len %d exceeds the model's block size %d; use --seq-len <= %d or a larger --block-size", c.SeqLen, c.Model.BlockSize, c.Model.BlockSize)
+	case c.GradAccum < 1:
+		return fmt.Errorf("--grad-accum must be >= 1, got %d", c.GradAccum)
+	case c.Steps < 0:
+		return fmt.Errorf("--steps must be >= 0, got %d", c.Steps)
+	case !(c.LR > 0) || math.IsInf(c.LR, 0):
+		return fmt.Errorf("--lr must be a positive number, got %g", c.LR)
+	case c.MinLR < 0 || c.MinLR > c.LR:
+		return fmt.Errorf("--min-lr must be in [0, --lr], got %g", c.MinLR)
+	case c.Warmup < 0:
+		return fmt.Errorf("--warmup must be >= 0, got %d", c.Warmup)
+	case c.Schedule != "cosine" && c.Schedule != "linear" && c.Schedule != "constant":
+		return fmt.Errorf("unknown --lr-schedule %q; use cosine, linear or constant", c.Schedule)
+	case c.Beta1 < 0 || c.Beta1 >= 1 || c.Beta2 < 0 || c.Beta2 >= 1:
+		return fmt.Errorf("--beta1 and --beta2 must be in [0,1), got %g and %g", c.Beta1, c.Beta2)
+	case !(c.Eps > 0):
+		return fmt.Errorf("--eps must be > 0, got %g", c.Eps)
+	case c.WeightDecay < 0:
+		return fmt.Errorf("--weight-decay must be >= 0, got %g", c.WeightDecay)
+	case c.GradClip < 0:
+		return fmt.Errorf("--grad-clip must be >= 0 (0 = off), got %g", c.GradClip)
+	case c.EvalEvery < 0 || c.SampleEvery < 0 || c.CkptEvery < 0 || c.LogEvery < 0 || c.EvalBatches < 0 || c.KeepCkpts < 0:
+		return fmt.Errorf("--eval-every, --eval-batches, --sample-every, --ckpt-every, --keep-ckpts and --log-every must be >= 0")
+	}
+	return nil
+}
+
+// LRAt is the learning rate of the update with 0-based index step: linear warmup over Warmup
+// steps to LR ((step+1)/Warmup, as llm.c and nanoGPT do), then the schedule from LR down to MinLR
+// at the last step.
+func (c Config) LRAt(step int) float64 {
+	if step < c.Warmup {
+		return c.LR * float64(step+1) / float64(c.Warmup)
+	}
+	if c.Schedule == "constant" || c.Steps <= c.Warmup {
+		return c.LR
+	}
+	ratio := float64(step-c.Warmup) / float64(c.Steps-c.Warmup)
+	ratio = min(max(ratio, 0), 1)
+	switch c.Schedule {
+	case "linear":
+		return c.LR - (c.LR-c.MinLR)*ratio
+	default: // cosine
+		return c.MinLR + 0.5*(1+math.Cos(math.Pi*ratio))*(c.LR-c.MinLR)
+	}
+}
+
+// resumeSafe lists the flags that may change when a run is resumed: they change what happens
+// next, not the meaning of the saved state. Everything else (model shape, data, batch shape,
+// seed, shuffling, init) must stay as saved.
+var resumeSafe = map[string]bool{
+	"steps": true, "lr": true, "min-lr": true, "warmup": true, "lr-schedule": true,
+	"grad-clip": true, "weight-decay": true, "beta1": true, "beta2": true, "eps": true,
+	"eval-every": true, "eval-batches": true, "sample-every": true, "sample-tokens": true,
+	"ckpt-every": true, "keep-ckpts": true, "log-every": true, "log": true,
+}
+
+// ApplyOverrides returns saved with the explicitly given flags of given applied. set holds the
+// names of the flags the user gave. A flag that is not safe to change is an error unless its value
+// equals the saved one.
+func ApplyOverrides(saved, given Config, set map[string]bool) (Config, error) {
+	out := saved
+	var unsafe []string
+	savedFields, givenFields := fieldsByFlag(&saved), fieldsByFlag(&given)
+	outFields := fieldsByFlag(&out)
+	names := make([]string, 0, len(set))
+	for name := range set {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		g, ok := givenFields[name]
+		if !ok {
+			continue // flags that are not part of the run config (device, threads, ...)
+		}
+		if resumeSafe[name] {
+			outFields[name].set(g.get())
+			continue
+		}
+		if s := savedFields[name].get(); s != g.get() {
+			unsafe = append(unsafe, fmt.Sprintf("--%s (saved %v, given %v)", name, s, g.get()))
+		}
+	}
+	if len(unsafe) > 0 {
+		return saved, fmt.Errorf("cannot change %s when resuming; start a new run with --out or --force", strings.Join(unsafe, ", "))
+	}
+	return out, out.Validate()
+}
+
+type field struct {
+	get func() any
+	set func(any)
+}
+
+// fieldsByFlag maps CLI flag names to the config fields they set.
+func fieldsByFlag(c *Config) map[string]field {
+	f := map[string]field{}
+	add := func(name string, get func() any, set func(any)) { f[name] = field{get, set} }
+	intF := func(name string, p *int) { add(name, func() any { return *p }, func(v any) { *p = v.(int) }) }
+	floatF := func(name string, p *float64) { add(name, func() any { return *p }, func(v any) { *p = v.(float64) }) }
+	intF("batch-size", &c.BatchSize)
+	intF("seq-len", &c.SeqLen)
+	intF("grad-accum", &c.GradAccum)
+	intF("steps", &c.Steps)
+	floatF("lr", &c.LR)
+	floatF("min-lr", &c.MinLR)
+	intF("warmup", &c.Warmup)
+	add("lr-schedule", func() any { return c.Schedule }, func(v any) { c.Schedule = v.(string) })
+	floatF("beta1", &c.Beta1)
+	floatF("beta2", &c.Beta2)
+	floatF("eps", &c.Eps)
+	floatF("weight-decay", &c.WeightDecay)
+	floatF("grad-clip", &c.GradClip)
+	add("seed", func() any { return c.Seed }, func(v any) { c.Seed = v.(uint64) })
+	add("shuffle", func() any { return c.Shuffle }, func(v any) { c.Shuffle = v.(bool) })
+	intF("eval-every", &c.EvalEvery)
+	intF("eval-batches", &c.EvalBatches)
+	intF("sample-every", &c.SampleEvery)
+	intF("sample-tokens", &c.SampleTokens)
+	intF("ckpt-every", &c.CkptEvery)
+	intF("keep-ckpts", &c.KeepCkpts)
+	intF("log-every", &c.LogEvery)
+	add("log", func() any { return c.LogFile }, func(v any) { c.LogFile = v.(string) })
+	add("data", func() any { return c.Data }, func(v any) { c.Data = v.(string) })
+	add("init", func() any { return c.Init }, func(v any) { c.Init = v.(string) })
+	for name, p := range map[string]*int{"n-layer": &c.Model.NumLayers, "n-head": &c.Model.NumHeads, "n-embd": &c.Model.Channels, "block-size": &c.Model.BlockSize, "vocab-size": &c.Model.VocabSize} {
+		intF(name, p)
+	}
+	// --model and --pad-vocab change the whole model config; compare it as one value.
+	for _, name := range []string{"model", "pad-vocab"} {
+		add(name, func() any { return c.Model }, func(v any) { c.Model = v.(gpt.Config) })
+	}
+	add("no-pos-emb", func() any { return c.Model.NoPositionalEmbs }, func(v any) { c.Model.NoPositionalEmbs = v.(bool) })
+	return f
+}
+
+func (c Config) marshal() []byte {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		panic(err) // plain struct of numbers and strings
+	}
+	return b
+}

@@ -1,0 +1,68 @@
+package train
+
+import (
+	"fmt"
+
+	"github.com/gpt2go/gpt2go/data"
+	"github.com/gpt2go/gpt2go/tokenizer"
+)
+
+// TokenizerInfo records how a run's token ids map to text, so that a checkpoint can be sampled
+// and evaluated on text without the dataset it was trained on.
+type TokenizerInfo struct {
+	Name     string `json:"name"`               // gpt2, byte or char
+	Alphabet string `json:"alphabet,omitempty"` // char: the characters in id order
+	EOT      int    `json:"eot"`                // end-of-text id, -1 if none
+}
+
+// TokenizerInfoFromMeta takes the tokenizer description of a prepared dataset.
+func TokenizerInfoFromMeta(m *data.Meta) *TokenizerInfo {
+	if m == nil || m.Tokenizer == "" {
+		return nil
+	}
+	return &TokenizerInfo{Name: m.Tokenizer, Alphabet: m.Alphabet, EOT: m.EOT}
+}
+
+// Tokenizer rebuilds the tokenizer.
+func (t *TokenizerInfo) Tokenizer() (tokenizer.Tokenizer, error) {
+	if t == nil {
+		return nil, fmt.Errorf("no tokenizer recorded")
+	}
+	return tokenizer.New(t.Name, t.Alphabet, t.EOT >= 0)
+}
+
+// textCodec turns sampled ids into text and chooses the token a sample starts from.
+type textCodec struct {
+	tok   tokenizer.Tokenizer
+	first []int32
+}
+
+func newTextCodec(info *TokenizerInfo) *textCodec {
+	tok, err := info.Tokenizer()
+	if err != nil {
+		return nil
+	}
+	return &textCodec{tok: tok, first: []int32{int32(StartToken(tok))}}
+}
+
+// StartToken is the token an unprompted sample starts from: end-of-text (the start of a new
+// document), or a newline for tokenizers without one.
+func StartToken(tok tokenizer.Tokenizer) int {
+	if tok.EOT() >= 0 {
+		return tok.EOT()
+	}
+	if ids := tok.Encode([]byte("\n")); len(ids) == 1 {
+		return ids[0]
+	}
+	return 0
+}
+
+func (c *textCodec) start() []int32 { return c.first }
+
+func (c *textCodec) decode(ids []int32) string {
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = int(id)
+	}
+	return c.tok.Decode(out)
+}

@@ -1,0 +1,273 @@
+package train
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpt2go/gpt2go/backend/cpu"
+	"github.com/gpt2go/gpt2go/checkpoint"
+	"github.com/gpt2go/gpt2go/data"
+	"github.com/gpt2go/gpt2go/gpt"
+)
+
+// writeDataset makes a small dataset with some structure to learn: a noisy counting sequence.
+func writeDataset(t *testing.T, vocab int) string {
+	t.Helper()
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	gen := func(n int) []uint16 {
+		toks := make([]uint16, n)
+		for i := range toks {
+			toks[i] = uint16(i % vocab)
+			if rng.IntN(5) == 0 {
+				toks[i] = uint16(rng.IntN(vocab))
+			}
+		}
+		return toks
+	}
+	if err := data.WriteShard(filepath.Join(dir, "train_000000.bin"), gen(20000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := data.WriteShard(filepath.Join(dir, "val_000000.bin"), gen(3000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := data.WriteMeta(dir, &data.Meta{Tokenizer: "byte", VocabSize: vocab, EOT: -1}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func smallConfig(dataDir string) Config {
+	c := Defaults()
+	c.Model = gpt.Config{BlockSize: 16, VocabSize: 50, PaddedVocabSize: 64, NumLayers: 2, NumHeads: 2, Channels: 16}
+	c.Data = dataDir
+	c.BatchSize, c.SeqLen, c.Steps = 4, 16, 12
+	c.LR, c.MinLR, c.Warmup = 1e-2, 1e-3, 3
+	c.EvalEvery, c.EvalBatches = 4, 2
+	c.SampleEvery, c.SampleTokens = 0, 0
+	c.CkptEvery, c.KeepCkpts, c.LogEvery = 6, 0, 0
+	return c
+}
+
+func runTrain(t *testing.T, opts Options) (*Summary, error) {
+	t.Helper()
+	if opts.Backend == nil {
+		opts.Backend = cpu.New(2)
+	}
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	return Run(context.Background(), opts)
+}
+
+// readLog returns the train losses (by step) and val losses of a JSONL log.
+func readLog(t *testing.T, path string) (train map[int]float64, val map[int]float64) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	train, val = map[int]float64{}, map[int]float64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e struct {
+			Step    int      `json:"step"`
+			Loss    *float64 `json:"loss"`
+			ValLoss *float64 `json:"val_loss"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("bad log line %q: %v", sc.Text(), err)
+		}
+		if e.Loss != nil {
+			if _, dup := train[e.Step]; dup {
+				t.Fatalf("log has step %d twice", e.Step)
+			}
+			train[e.Step] = *e.Loss
+		}
+		if e.ValLoss != nil {
+			val[e.Step] = *e.ValLoss
+		}
+	}
+	return train, val
+}
+
+func TestResumeIsBitIdentical(t *testing.T) {
+	dataDir := writeDataset(t, 50)
+	for _, shuffle := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sequential", true: "shuffle"}[shuffle], func(t *testing.T) {
+			cfg := smallConfig(dataDir)
+			cfg.Shuffle = shuffle
+			full := filepath.Join(t.TempDir(), "full")
+			if _, err := runTrain(t, Options{Config: cfg, RunDir: full}); err != nil {
+				t.Fatal(err)
+			}
+			half := filepath.Join(t.TempDir(), "half")
+			if _, err := runTrain(t, Options{Config: cfg, RunDir: half, StopAt: 6}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := runTrain(t, Options{Config: cfg, RunDir: half, Resume: true}); err != nil {
+				t.Fatal(err)
+			}
+			wantTrain, wantVal := readLog(t, filepath.Join(full, logFile))
+			gotTrain, gotVal := readLog(t, filepath.Join(half, logFile))
+			if len(wantTrain) != cfg.Steps || len(gotTrain) != cfg.Steps {
+				t.Fatalf("logged %d and %d steps, want %d", len(wantTrain), len(gotTrain), cfg.Steps)
+			}
+			for step, want := range wantTrain {
+				if got := gotTrain[step]; got != want {
+					t.Errorf("step %d: resumed loss %v != uninterrupted %v", step, got, want)
+				}
+			}
+			for step, want := range wantVal {
+				if got, ok := gotVal[step]; ok && got != want {
+					t.Errorf("step %d: resumed val loss %v != uninterrupted %v", step, got, want)
+				}
+			}
+			// The loss must actually fall: the data is learnable.
+			if wantTrain[cfg.Steps] >= wantTrain[1]-0.2 {
+				t.Errorf("loss did not fall: step 1 %.3f, step %d %.3f", wantTrain[1], cfg.Steps, wantTrain[cfg.Steps])
+			}
+		})
+	}
+}
+
+// Resuming with a larger --steps continues exactly where the schedule does not depend on the
+// total (constant learning rate).
+func TestResumeWithMoreSteps(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Schedule = "constant"
+	full := filepath.Join(t.TempDir(), "full")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: full}); err != nil {
+		t.Fatal(err)
+	}
+	half := filepath.Join(t.TempDir(), "half")
+	short := cfg
+	short.Steps = 5
+	if _, err := runTrain(t, Options{Config: short, RunDir: half}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: half, Resume: true, Set: map[string]bool{"steps": true}}); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := readLog(t, filepath.Join(full, logFile))
+	got, _ := readLog(t, filepath.Join(half, logFile))
+	for step := 1; step <= cfg.Steps; step++ {
+		if got[step] != want[step] {
+			t.Errorf("step %d: resumed loss %v != uninterrupted %v", step, got[step], want[step])
+		}
+	}
+}
+
+func TestRunDirHoldingARunIsRefused(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Steps = 2
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runTrain(t, Options{Config: cfg, RunDir: dir})
+	if err == nil || !strings.Contains(err.Error(), "already holds a run") || !strings.Contains(err.Error(), "--resume") {
+		t.Fatalf("second run into the same dir: %v", err)
+	}
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Force: true}); err != nil {
+		t.Fatalf("--force: %v", err)
+	}
+	given := cfg
+	given.BatchSize = 2
+	_, err = runTrain(t, Options{Config: given, RunDir: dir, Resume: true, Set: map[string]bool{"batch-size": true}})
+	if err == nil || !strings.Contains(err.Error(), "--batch-size (saved 4, given 2)") {
+		t.Fatalf("unsafe override on resume: %v", err)
+	}
+}
+
+func TestNonFiniteLossStopsAndKeepsCheckpoint(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	// Start from an llm.c file whose final LayerNorm weight is NaN: the first loss is NaN.
+	params := make([]float32, cfg.Model.NumParams())
+	for i := range params {
+		params[i] = 0.01
+	}
+	params[len(params)-2*cfg.Model.Channels] = float32(math.NaN())
+	init := filepath.Join(t.TempDir(), "nan.bin")
+	if err := gpt.WriteLLMC(init, cfg.Model, params); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Init = init
+	dir := filepath.Join(t.TempDir(), "run")
+	_, err := runTrain(t, Options{Config: cfg, RunDir: dir})
+	if err == nil || !strings.Contains(err.Error(), "step 1") || !strings.Contains(err.Error(), "not finite") {
+		t.Fatalf("NaN loss: %v", err)
+	}
+	entries, _ := checkpoint.List(dir)
+	if len(entries) != 1 || entries[0].Step != 0 {
+		t.Fatalf("checkpoints after NaN stop: %+v, want only step 0", entries)
+	}
+	if _, err := checkpoint.Load(entries[0].Path); err != nil {
+		t.Fatalf("step-0 checkpoint unusable: %v", err)
+	}
+}
+
+func TestCheckpointsArePrunedKeepingStepZero(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Steps, cfg.CkptEvery, cfg.KeepCkpts = 10, 2, 2
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := checkpoint.List(dir)
+	var steps []int
+	for _, e := range entries {
+		steps = append(steps, e.Step)
+	}
+	if len(steps) != 3 || steps[0] != 0 || steps[1] != 8 || steps[2] != 10 {
+		t.Fatalf("checkpoints %v, want [0 8 10]", steps)
+	}
+}
+
+func TestLRSchedule(t *testing.T) {
+	c := Defaults()
+	c.LR, c.MinLR, c.Warmup, c.Steps = 1e-3, 1e-4, 10, 110
+	cases := []struct {
+		schedule string
+		step     int
+		want     float64
+	}{
+		{"cosine", 0, 1e-4}, {"cosine", 9, 1e-3}, {"cosine", 10, 1e-3},
+		{"cosine", 60, 1e-4 + 0.5*9e-4}, {"cosine", 110, 1e-4},
+		{"linear", 60, 1e-3 - 0.5*9e-4}, {"linear", 35, 1e-3 - 0.25*9e-4},
+		{"constant", 5, 6e-4}, {"constant", 100, 1e-3},
+	}
+	for _, tc := range cases {
+		c.Schedule = tc.schedule
+		if got := c.LRAt(tc.step); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("%s step %d: lr %g, want %g", tc.schedule, tc.step, got, tc.want)
+		}
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	base := smallConfig("x")
+	cases := map[string]func(*Config){
+		"seq-len":     func(c *Config) { c.SeqLen = 17 },
+		"batch-size":  func(c *Config) { c.BatchSize = 0 },
+		"lr-schedule": func(c *Config) { c.Schedule = "step" },
+		"n_head":      func(c *Config) { c.Model.NumHeads = 3 },
+		"--lr":        func(c *Config) { c.LR = math.NaN() },
+	}
+	for want, mutate := range cases {
+		c := base
+		mutate(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v", want, err)
+		}
+	}
+}

@@ -1,0 +1,504 @@
+package train
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/checkpoint"
+	"github.com/gpt2go/gpt2go/data"
+	"github.com/gpt2go/gpt2go/gpt"
+	"github.com/gpt2go/gpt2go/internal/atomicfile"
+	"github.com/gpt2go/gpt2go/internal/progress"
+)
+
+// A run directory holds one training run:
+//
+//	RUNDIR/run.json                          the run's Config (what makes it "this run")
+//	RUNDIR/log.jsonl                         one JSON object per step, val entries separately
+//	RUNDIR/samples.txt                       text samples as training goes
+//	RUNDIR/checkpoints/step_00000000.safetensors   initial weights, then every --ckpt-every steps
+const (
+	runFile     = "run.json"
+	logFile     = "log.jsonl"
+	samplesFile = "samples.txt"
+)
+
+// Options says where and how to run; Config says what to train.
+type Options struct {
+	Config  Config
+	RunDir  string
+	Resume  bool            // continue the run in RunDir from its newest good checkpoint
+	Force   bool            // start over in a RunDir that already holds a run
+	StopAt  int             // if > 0, checkpoint and stop after this step (the schedule still spans Config.Steps)
+	Set     map[string]bool // flags the user gave explicitly (for --resume overrides)
+	Backend backend.Backend
+	Out     io.Writer // human-readable log
+	Version string    // recorded in checkpoints
+}
+
+// State is the trainer state saved beside the weights; with it a resumed run is bit-identical.
+type State struct {
+	Step        int              `json:"step"` // optimizer updates done
+	Loader      data.LoaderState `json:"loader"`
+	TokensSeen  int64            `json:"tokens_seen"`
+	TrainSecond float64          `json:"train_seconds"`
+}
+
+// Summary is what a finished run reports.
+type Summary struct {
+	Steps       int
+	LastLoss    float32
+	LastValLoss float32 // NaN when never evaluated
+	Checkpoint  string
+	MsPerStep   float64
+}
+
+// Trainer owns one run.
+type Trainer struct {
+	cfg    Config
+	opts   Options
+	be     backend.Backend
+	model  *gpt.Model
+	ds     *data.Dataset
+	train  *data.Loader
+	val    *data.Loader
+	text   *textCodec
+	state  State
+	log    *os.File
+	out    io.Writer
+	bar    *progress.Bar
+	inputs []int32
+	target []int32
+	host   struct{ params, m, v []float32 }
+	last   string // path of the newest checkpoint
+}
+
+// Run trains from scratch or resumes, until Config.Steps updates are done or ctx is cancelled
+// (then it saves a checkpoint and returns ctx's error).
+func Run(ctx context.Context, opts Options) (*Summary, error) {
+	t, err := open(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	return t.loop(ctx)
+}
+
+func open(opts Options) (*Trainer, error) {
+	if opts.RunDir == "" {
+		return nil, errors.New("no run directory; pass --out RUNDIR")
+	}
+	t := &Trainer{opts: opts, be: opts.Backend, out: opts.Out}
+	var ck *checkpoint.Checkpoint
+	if opts.Resume {
+		var err error
+		if ck, err = t.loadForResume(); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := prepareRunDir(opts.RunDir, opts.Force); err != nil {
+			return nil, err
+		}
+		t.cfg = opts.Config
+	}
+	cfg := t.cfg
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := t.openData(); err != nil {
+		return nil, err
+	}
+	model, err := gpt.New(t.be, cfg.Model, cfg.BatchSize, cfg.SeqLen)
+	if err != nil {
+		t.close()
+		return nil, err
+	}
+	t.model = model
+	t.inputs = make([]int32, cfg.BatchSize*cfg.SeqLen)
+	t.target = make([]int32, cfg.BatchSize*cfg.SeqLen)
+
+	if ck != nil {
+		if err := t.restore(ck); err != nil {
+			t.close()
+			return nil, err
+		}
+	} else if err := t.initWeights(); err != nil {
+		t.close()
+		return nil, err
+	}
+	if err := atomicfile.WriteBytes(filepath.Join(opts.RunDir, runFile), cfg.marshal()); err != nil {
+		t.close()
+		return nil, err
+	}
+	logPath := t.logPath()
+	if t.log, err = os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		t.close()
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	return t, nil
+}
+
+func (t *Trainer) logPath() string {
+	if t.cfg.LogFile != "" {
+		return t.cfg.LogFile
+	}
+	return filepath.Join(t.opts.RunDir, logFile)
+}
+
+// prepareRunDir makes dir ready for a new run, refusing to touch an existing run unless force.
+func prepareRunDir(dir string, force bool) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create run directory: %w", err)
+	}
+	existing, _ := checkpoint.List(dir)
+	_, statErr := os.Stat(filepath.Join(dir, runFile))
+	if statErr != nil && len(existing) == 0 {
+		return nil
+	}
+	if !force {
+		return fmt.Errorf("run directory %s already holds a run; use --resume %s to continue it, --force to start over there, or another --out", dir, dir)
+	}
+	for _, name := range []string{runFile, logFile, samplesFile} {
+		os.Remove(filepath.Join(dir, name))
+	}
+	return os.RemoveAll(checkpoint.Dir(dir))
+}
+
+func (t *Trainer) loadForResume() (*checkpoint.Checkpoint, error) {
+	dir := t.opts.RunDir
+	ck, path, warnings, err := checkpoint.LoadLatest(dir)
+	if err != nil {
+		return nil, fmt.Errorf("resume %s: %w", dir, err)
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(t.out, "warning: skipping %v\n", w)
+	}
+	var saved Config
+	if err := json.Unmarshal(ck.Config, &saved); err != nil {
+		return nil, fmt.Errorf("resume: checkpoint %s has an unreadable config: %w", path, err)
+	}
+	cfg, err := ApplyOverrides(saved, t.opts.Config, t.opts.Set)
+	if err != nil {
+		return nil, err
+	}
+	t.cfg = cfg
+	if err := json.Unmarshal(ck.State, &t.state); err != nil {
+		return nil, fmt.Errorf("resume: checkpoint %s has an unreadable state: %w", path, err)
+	}
+	t.last = path
+	fmt.Fprintf(t.out, "resuming %s from %s (step %d)\n", dir, path, ck.Step)
+	return ck, nil
+}
+
+func (t *Trainer) openData() error {
+	cfg := t.cfg
+	ds, err := data.Open(cfg.Data)
+	if err != nil {
+		return err
+	}
+	t.ds = ds
+	if t.train, err = data.NewLoader(ds.TrainShards, cfg.BatchSize, cfg.SeqLen, cfg.Model.VocabSize, cfg.Shuffle, cfg.Seed); err != nil {
+		return err
+	}
+	if len(ds.ValShards) > 0 && cfg.EvalEvery > 0 && cfg.EvalBatches > 0 {
+		if t.val, err = data.NewLoader(ds.ValShards, cfg.BatchSize, cfg.SeqLen, cfg.Model.VocabSize, false, cfg.Seed); err != nil {
+			return fmt.Errorf("validation data: %w", err)
+		}
+	}
+	t.text = newTextCodec(t.cfg.Tokenizer)
+	return nil
+}
+
+func (t *Trainer) initWeights() error {
+	cfg := t.cfg
+	if cfg.Init == "" {
+		t.model.InitGPT2(cfg.Seed)
+	} else {
+		fileCfg, params, err := gpt.ReadLLMC(cfg.Init)
+		if err != nil {
+			return err
+		}
+		fileCfg.NoPositionalEmbs = cfg.Model.NoPositionalEmbs
+		if fileCfg != cfg.Model {
+			return fmt.Errorf("--init %s holds a model %+v that differs from the configured %+v", cfg.Init, fileCfg, cfg.Model)
+		}
+		if err := t.model.SetParams(params); err != nil {
+			return err
+		}
+	}
+	t.state = State{}
+	t.state.Loader = t.train.State()
+	if cfg.CkptEvery > 0 {
+		return t.saveCheckpoint()
+	}
+	return nil
+}
+
+func (t *Trainer) restore(ck *checkpoint.Checkpoint) error {
+	if err := t.model.SetParams(ck.Params); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if ck.M == nil || ck.V == nil {
+		return fmt.Errorf("resume: checkpoint at step %d has no optimizer state (it is a weights-only export)", ck.Step)
+	}
+	t.be.Upload(t.model.M, ck.M)
+	t.be.Upload(t.model.V, ck.V)
+	if err := t.train.Restore(t.state.Loader); err != nil {
+		return fmt.Errorf("resume: data position: %w", err)
+	}
+	// Steps logged after the checkpoint were never saved; drop them so the log reads as one run.
+	return truncateLog(t.logPath(), t.state.Step)
+}
+
+// truncateLog removes entries with "step" > step from a JSONL log (atomically).
+func truncateLog(path string, step int) error {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	var kept bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for sc.Scan() {
+		var e struct {
+			Step int `json:"step"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Step > step {
+			continue
+		}
+		kept.Write(sc.Bytes())
+		kept.WriteByte('\n')
+	}
+	if kept.Len() == len(raw) {
+		return nil
+	}
+	return atomicfile.WriteBytes(path, kept.Bytes())
+}
+
+func (t *Trainer) close() {
+	if t.train != nil {
+		t.train.Close()
+	}
+	if t.val != nil {
+		t.val.Close()
+	}
+	if t.log != nil {
+		t.log.Close()
+	}
+}
+
+// loop runs the remaining steps.
+func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
+	cfg, m := t.cfg, t.model
+	B, T := cfg.BatchSize, cfg.SeqLen
+	opt := gpt.AdamWConfig{Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps, WeightDecay: cfg.WeightDecay}
+	fmt.Fprintf(t.out, "model: %d layers, %d heads, %d channels, vocab %d (padded %d), block %d: %.2fM params\n",
+		cfg.Model.NumLayers, cfg.Model.NumHeads, cfg.Model.Channels, cfg.Model.VocabSize, cfg.Model.PaddedVocabSize,
+		cfg.Model.BlockSize, float64(cfg.Model.NumParams())/1e6)
+	fmt.Fprintf(t.out, "data: %s (%d train shards, %d val shards); backend: %s\n", cfg.Data, len(t.ds.TrainShards), len(t.ds.ValShards), t.be.Name())
+	fmt.Fprintf(t.out, "training: %d steps of %d x %d tokens x %d accum, lr %g -> %g %s, warmup %d\n",
+		cfg.Steps, B, T, cfg.GradAccum, cfg.LR, cfg.MinLR, cfg.Schedule, cfg.Warmup)
+
+	sum := &Summary{LastValLoss: float32(math.NaN())}
+	t.bar = progress.NewQuiet(t.out, int64(cfg.Steps), "train", "steps")
+	t.bar.Set(int64(t.state.Step))
+	defer t.bar.Finish()
+	var totalMs float64
+	var timed int
+	for t.state.Step < cfg.Steps && (t.opts.StopAt <= 0 || t.state.Step < t.opts.StopAt) {
+		if err := ctx.Err(); err != nil {
+			if cerr := t.saveCheckpoint(); cerr != nil {
+				return sum, fmt.Errorf("interrupted at step %d and the checkpoint failed: %w", t.state.Step, cerr)
+			}
+			return sum, fmt.Errorf("interrupted at step %d; saved %s; continue with --resume %s", t.state.Step, t.last, t.opts.RunDir)
+		}
+		start := time.Now()
+		m.ZeroGrad()
+		var loss float64
+		for range cfg.GradAccum {
+			if err := t.train.Next(t.inputs, t.target); err != nil {
+				return sum, err
+			}
+			l, err := m.Forward(t.inputs, t.target, B, T)
+			if err != nil {
+				return sum, err
+			}
+			if err := m.Backward(1 / float32(cfg.GradAccum)); err != nil {
+				return sum, err
+			}
+			loss += float64(l)
+		}
+		loss /= float64(cfg.GradAccum)
+		norm := m.GradNorm()
+		step := t.state.Step + 1
+		if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
+			return sum, t.nonFinite(step, loss, norm)
+		}
+		scale := 1.0
+		if cfg.GradClip > 0 {
+			scale = min(1, cfg.GradClip/(norm+1e-6)) // torch.nn.utils.clip_grad_norm_
+		}
+		lr := cfg.LRAt(t.state.Step)
+		m.Update(opt, lr, step, scale)
+		if err := t.be.Sync(); err != nil {
+			return sum, err
+		}
+		elapsed := time.Since(start)
+		ms := float64(elapsed.Microseconds()) / 1000
+		tokens := B * T * cfg.GradAccum
+		tokPerSec := float64(tokens) / elapsed.Seconds()
+		t.state.Step = step
+		t.state.TokensSeen += int64(tokens)
+		t.state.TrainSecond += elapsed.Seconds()
+		t.state.Loader = t.train.State()
+		if step > 1 || cfg.Steps == 1 { // the first step includes warm-up costs
+			totalMs += ms
+			timed++
+		}
+		sum.Steps, sum.LastLoss = step, float32(loss)
+		t.writeLog(map[string]any{"step": step, "loss": loss, "lr": lr, "grad_norm": norm, "ms": ms, "tok_s": tokPerSec})
+		if cfg.LogEvery > 0 && (step%cfg.LogEvery == 0 || step == 1 || step == cfg.Steps) {
+			t.bar.Println("step %*d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s",
+				len(fmt.Sprint(cfg.Steps)), step, cfg.Steps, loss, lr, norm, ms, tokPerSec)
+		}
+		t.bar.Set(int64(step))
+
+		last := step == cfg.Steps || step == t.opts.StopAt
+		if t.val != nil && (step%cfg.EvalEvery == 0 || last) {
+			vl, err := t.evaluate()
+			if err != nil {
+				return sum, err
+			}
+			sum.LastValLoss = vl
+			t.writeLog(map[string]any{"step": step, "val_loss": vl})
+			t.bar.Println("step %*d/%d | val loss %.4f", len(fmt.Sprint(cfg.Steps)), step, cfg.Steps, vl)
+		}
+		if cfg.SampleTokens > 0 && ((cfg.SampleEvery > 0 && step%cfg.SampleEvery == 0) || last) {
+			if err := t.sample(step); err != nil {
+				return sum, err
+			}
+		}
+		if (cfg.CkptEvery > 0 && step%cfg.CkptEvery == 0) || last {
+			if err := t.saveCheckpoint(); err != nil {
+				return sum, err
+			}
+		}
+	}
+	if timed > 0 {
+		sum.MsPerStep = totalMs / float64(timed)
+	}
+	sum.Checkpoint = t.last
+	return sum, nil
+}
+
+// nonFinite stops the run without touching the weights or the last good checkpoint.
+func (t *Trainer) nonFinite(step int, loss, norm float64) error {
+	t.writeLog(map[string]any{"step": step, "loss": loss, "grad_norm": norm, "error": "non-finite"})
+	where := "no checkpoint was saved"
+	if t.last != "" {
+		where = "the last good checkpoint is " + t.last
+	}
+	return fmt.Errorf("step %d: loss %v, grad norm %v is not finite; stopped before updating the weights (%s); try a lower --lr or --grad-clip 1", step, loss, norm, where)
+}
+
+// evaluate returns the mean validation loss over EvalBatches batches from the start of val.
+func (t *Trainer) evaluate() (float32, error) {
+	t.val.Reset()
+	l, err := Evaluate(t.model, t.val, t.cfg.BatchSize, t.cfg.SeqLen, t.cfg.EvalBatches)
+	if err != nil {
+		return 0, fmt.Errorf("validation: %w", err)
+	}
+	return float32(l), nil
+}
+
+// sample writes a text sample to the log and RUNDIR/samples.txt. It uses its own RNG seeded by
+// the step, so sampling never changes the training trajectory.
+func (t *Trainer) sample(step int) error {
+	if t.text == nil {
+		return nil
+	}
+	out, err := t.model.Generate(t.text.start(), gpt.SampleOptions{
+		Tokens: t.cfg.SampleTokens, Temperature: 1, TopK: 0, Seed: t.cfg.Seed + uint64(step),
+	}, nil)
+	if err != nil {
+		return err
+	}
+	text := t.text.decode(out[len(t.text.start()):])
+	t.bar.Println("---- sample at step %d ----\n%s\n----", step, text)
+	f, err := os.OpenFile(filepath.Join(t.opts.RunDir, samplesFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "---- step %d ----\n%s\n", step, text)
+	return err
+}
+
+func (t *Trainer) writeLog(entry map[string]any) {
+	b, err := json.Marshal(sanitize(entry))
+	if err != nil {
+		return
+	}
+	t.log.Write(append(b, '\n'))
+}
+
+// sanitize replaces NaN/Inf (which JSON cannot hold) with strings.
+func sanitize(entry map[string]any) map[string]any {
+	for k, v := range entry {
+		if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+			entry[k] = fmt.Sprint(f)
+		}
+	}
+	return entry
+}
+
+// saveCheckpoint writes the current weights, moments and state, then prunes old checkpoints.
+func (t *Trainer) saveCheckpoint() error {
+	m := t.model
+	n := m.Params.Len()
+	if t.host.params == nil {
+		t.host.params, t.host.m, t.host.v = make([]float32, n), make([]float32, n), make([]float32, n)
+	}
+	t.be.Download(t.host.params, m.Params)
+	t.be.Download(t.host.m, m.M)
+	t.be.Download(t.host.v, m.V)
+	state, err := json.Marshal(t.state)
+	if err != nil {
+		return err
+	}
+	ck := &checkpoint.Checkpoint{
+		Step: t.state.Step, Config: t.cfg.marshal(), State: state,
+		Tensors: ParamTensors(m), Params: t.host.params, M: t.host.m, V: t.host.v,
+	}
+	path := checkpoint.Path(t.opts.RunDir, t.state.Step)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := checkpoint.Save(path, ck); err != nil {
+		return err
+	}
+	t.last = path
+	return checkpoint.Prune(t.opts.RunDir, t.cfg.KeepCkpts)
+}
+
+// ParamTensors describes the model's flat parameter layout for a checkpoint.
+func ParamTensors(m *gpt.Model) []checkpoint.ParamTensor {
+	specs, offs := m.Specs(), m.Offsets()
+	out := make([]checkpoint.ParamTensor, len(specs))
+	for i, s := range specs {
+		out[i] = checkpoint.ParamTensor{Name: s.Name, Shape: s.Shape, Offset: offs[i]}
+	}
+	return out
+}
