@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
 
@@ -44,9 +46,8 @@ func DefaultCacheDir() (string, error) {
 }
 
 // Resolve turns gpt2go train's --data SPEC into a dataset directory or shard for data.Open:
-//   - "" or "go": the Go standard library's .go files under $GOROOT/src (no testdata or vendor
-//     directories, no _test.go files), the first ~20 MB in sorted path order, byte tokenizer,
-//     prepared once into cacheDir/gosrc-byte;
+//   - "" or "go": the Go standard library's .go files under $GOROOT/src (see goCorpus), ~20 MB,
+//     byte tokenizer, prepared once into cacheDir/gosrc-byte;
 //   - "shakespeare": Tiny Shakespeare at char level (vocab 65), from $GPT2GO_SHAKESPEARE, else
 //     cacheDir/tinyshakespeare.txt, else downloaded there, prepared into cacheDir/shakespeare-char;
 //   - a directory or a .bin file: returned as it is;
@@ -174,18 +175,25 @@ func goroots() []string {
 }
 
 // goCorpus lists the default corpus files under src and fingerprints them (paths and sizes).
+// It takes the standard library itself: no cmd/ (the toolchain), no testdata or vendor
+// directories, no _test.go files and no generated files (tables, boilerplate). Files are ordered
+// by a hash of their path — a fixed shuffle — before the size cap, so both the sequential
+// training stream and the validation split (the end of the stream) span many packages.
 func goCorpus(src string) ([]string, string, error) {
-	var files []string
-	var total int64
-	h := sha256.New()
-	full := errors.New("full")
+	type candidate struct {
+		path, rel string
+		size      int64
+		key       uint64
+	}
+	var all []candidate
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if path != src && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			skip := name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")
+			if path != src && (skip || path == filepath.Join(src, "cmd")) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -197,22 +205,51 @@ func goCorpus(src string) ([]string, string, error) {
 		if err != nil {
 			return err
 		}
-		if total+info.Size() > goCorpusBytes {
-			return full
+		if generated(path) {
+			return nil
 		}
-		total += info.Size()
-		files = append(files, path)
 		rel, _ := filepath.Rel(src, path)
-		fmt.Fprintf(h, "%s %d\n", rel, info.Size())
+		h := fnv.New64a()
+		h.Write([]byte(filepath.ToSlash(rel)))
+		all = append(all, candidate{path, rel, info.Size(), h.Sum64()})
 		return nil
 	})
-	if err != nil && err != full {
+	if err != nil {
 		return nil, "", fmt.Errorf("default corpus: %w", err)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].key < all[j].key })
+	var files []string
+	var total int64
+	h := sha256.New()
+	for _, c := range all {
+		if total+c.size > goCorpusBytes {
+			continue
+		}
+		total += c.size
+		files = append(files, c.path)
+		fmt.Fprintf(h, "%s %d\n", c.rel, c.size)
 	}
 	if len(files) == 0 {
 		return nil, "", fmt.Errorf("default corpus: no .go files under %s; pass --data DIR|FILE", src)
 	}
-	return files, "byte gosrc sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	return files, "byte gosrc-v2 sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// generated reports whether a Go file says it is generated (https://go.dev/s/generatedcode).
+func generated(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 4096)
+	n, _ := io.ReadFull(f, head)
+	for _, line := range strings.Split(string(head[:n]), "\n") {
+		if strings.HasPrefix(line, "// Code generated ") && strings.HasSuffix(strings.TrimSpace(line), "DO NOT EDIT.") {
+			return true
+		}
+	}
+	return false
 }
 
 // shakespeareText finds or downloads Tiny Shakespeare.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 
 	"github.com/gpt2go/gpt2go/train"
 )
@@ -15,7 +17,9 @@ func runBench(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	var dev deviceFlags
 	var B, T, steps, warmup int
 	var asJSON bool
+	var cpuProfile string
 	mf.register(fs)
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the timed steps to this file (go tool pprof)")
 	fs.IntVar(&B, "batch-size", 4, "sequences per step")
 	fs.IntVar(&T, "seq-len", 64, "tokens per sequence")
 	fs.IntVar(&steps, "steps", 5, "timed steps")
@@ -40,6 +44,17 @@ func runBench(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	be, err := dev.open(stderr)
 	if err != nil {
 		return err
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	res, err := train.Bench(be, cfg, B, T, warmup, steps)
 	if err != nil {

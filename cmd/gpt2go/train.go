@@ -110,12 +110,12 @@ func (m *modelFlags) build(set map[string]bool, dataVocab int) (gpt.Config, erro
 
 // trainFlags binds the training flags to a Config.
 func trainFlags(fs *flag.FlagSet, c *train.Config) {
-	fs.IntVar(&c.BatchSize, "batch-size", 16, "sequences per micro-batch (B)")
+	fs.IntVar(&c.BatchSize, "batch-size", 8, "sequences per micro-batch (B)")
 	fs.IntVar(&c.SeqLen, "seq-len", defaultBlockSize, "tokens per sequence (T)")
 	fs.IntVar(&c.GradAccum, "grad-accum", c.GradAccum, "micro-batches per optimizer step")
 	fs.IntVar(&c.Steps, "steps", 600, "optimizer steps")
-	fs.Float64Var(&c.LR, "lr", 1e-3, "peak learning rate")
-	fs.Float64Var(&c.MinLR, "min-lr", 1e-4, "learning rate at the end of the schedule")
+	fs.Float64Var(&c.LR, "lr", 2e-3, "peak learning rate")
+	fs.Float64Var(&c.MinLR, "min-lr", 2e-4, "learning rate at the end of the schedule")
 	fs.IntVar(&c.Warmup, "warmup", 50, "linear warmup steps")
 	fs.StringVar(&c.Schedule, "lr-schedule", c.Schedule, "cosine, linear or constant (after warmup)")
 	fs.Float64Var(&c.Beta1, "beta1", c.Beta1, "AdamW beta1")
@@ -142,11 +142,13 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var dev deviceFlags
 	var dataSpec, out, resume, cacheDir string
 	var force bool
+	var stopAt int
 	fs.StringVar(&dataSpec, "data", "go", "training data: go (the Go standard library's sources), shakespeare, a text file, a prepared DIR or a SHARD.bin")
 	fs.StringVar(&out, "out", "", "run directory (default runs/YYYYMMDD-HHMMSS)")
 	fs.StringVar(&resume, "resume", "", "continue the run in this directory from its newest good checkpoint")
 	fs.BoolVar(&force, "force", false, "start a new run in --out even if it holds one (deletes its checkpoints and log)")
 	fs.StringVar(&cacheDir, "cache-dir", "", "where prepared corpora and downloads are kept (default ~/.cache/gpt2go)")
+	fs.IntVar(&stopAt, "stop-at", 0, "checkpoint and stop after this step, keeping the schedule of --steps (resume later)")
 	mf.register(fs)
 	trainFlags(fs, &cfg)
 	dev.register(fs)
@@ -155,7 +157,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	set := setFlags(fs)
 
-	opts := train.Options{Set: set, Out: stdout, Version: version}
+	opts := train.Options{Set: set, Out: stdout, Version: version, StopAt: stopAt}
 	if resume != "" {
 		if set["out"] && filepath.Clean(out) != filepath.Clean(resume) {
 			return fmt.Errorf("--out %s and --resume %s name different runs; give just --resume", out, resume)
