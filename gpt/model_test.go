@@ -47,13 +47,18 @@ func (r *reference) meta(t *testing.T, key string) float64 {
 
 func (r *reference) metaInt(t *testing.T, key string) int { return int(r.meta(t, key)) }
 
-func (r *reference) floats(t *testing.T, name string) []float32 {
+func (r *reference) tensor(t *testing.T, name string) *safetensors.Tensor {
 	t.Helper()
 	tensor, ok := r.file.Get(name)
 	if !ok {
 		t.Fatalf("fixture has no tensor %q", name)
 	}
-	x, err := tensor.Float32s()
+	return tensor
+}
+
+func (r *reference) floats(t *testing.T, name string) []float32 {
+	t.Helper()
+	x, err := r.tensor(t, name).Float32s()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,11 +67,7 @@ func (r *reference) floats(t *testing.T, name string) []float32 {
 
 func (r *reference) int32s(t *testing.T, name string) []int32 {
 	t.Helper()
-	tensor, ok := r.file.Get(name)
-	if !ok {
-		t.Fatalf("fixture has no tensor %q", name)
-	}
-	x, err := tensor.Int32s()
+	x, err := r.tensor(t, name).Int32s()
 	if err != nil {
 		t.Fatal(err)
 	}

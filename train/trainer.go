@@ -196,6 +196,9 @@ func (t *Trainer) loadForResume() (*checkpoint.Checkpoint, error) {
 		return nil, fmt.Errorf("resume: checkpoint %s has an unreadable state: %w", path, err)
 	}
 	t.last = path
+	if t.state.Step >= cfg.Steps {
+		return nil, fmt.Errorf("run %s is already at step %d of %d; pass a larger --steps to train further", dir, t.state.Step, cfg.Steps)
+	}
 	fmt.Fprintf(t.out, "resuming %s from %s (step %d)\n", dir, path, ck.Step)
 	return ck, nil
 }
@@ -423,6 +426,12 @@ func (t *Trainer) evaluate() (float32, error) {
 	return float32(l), nil
 }
 
+// Sampling defaults shared by training-time samples and gpt2go sample.
+const (
+	SampleTemperature = 0.8
+	SampleTopK        = 40
+)
+
 // sample writes a text sample to the log and RUNDIR/samples.txt. It uses its own RNG seeded by
 // the step, so sampling never changes the training trajectory.
 func (t *Trainer) sample(step int) error {
@@ -430,7 +439,7 @@ func (t *Trainer) sample(step int) error {
 		return nil
 	}
 	out, err := t.model.Generate(t.text.start(), gpt.SampleOptions{
-		Tokens: t.cfg.SampleTokens, Temperature: 1, TopK: 0, Seed: t.cfg.Seed + uint64(step),
+		Tokens: t.cfg.SampleTokens, Temperature: SampleTemperature, TopK: SampleTopK, Seed: t.cfg.Seed + uint64(step),
 	}, nil)
 	if err != nil {
 		return err

@@ -58,8 +58,8 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&lf.tokenizer, "tokenizer", "", "override the tokenizer: gpt2 or byte")
 	fs.StringVar(&prompt, "prompt", "", "text to continue (default: start of a new document)")
 	fs.IntVar(&opts.Tokens, "tokens", 256, "tokens to generate")
-	fs.Float64Var(&opts.Temperature, "temperature", 0.8, "sampling temperature (0 = greedy)")
-	fs.IntVar(&opts.TopK, "top-k", 40, "sample from the k most likely tokens (0 = all)")
+	fs.Float64Var(&opts.Temperature, "temperature", train.SampleTemperature, "sampling temperature (0 = greedy)")
+	fs.IntVar(&opts.TopK, "top-k", train.SampleTopK, "sample from the k most likely tokens (0 = all)")
 	fs.Uint64Var(&opts.Seed, "seed", 42, "random seed")
 	dev.register(fs)
 	if err := parse(fs, args, stdout); err != nil {
@@ -80,6 +80,11 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if prompt == "" {
 		ids = []int32{int32(train.StartToken(tok))}
 	} else {
+		if c, ok := tok.(*tokenizer.Char); ok {
+			if err := c.Check([]byte(prompt)); err != nil {
+				return fmt.Errorf("prompt: %w", err)
+			}
+		}
 		for _, id := range tok.Encode([]byte(prompt)) {
 			ids = append(ids, int32(id))
 		}

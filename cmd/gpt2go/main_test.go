@@ -178,6 +178,7 @@ func TestErrorsAreOneLine(t *testing.T) {
 		{"exceeds the model's block size", trainArgs(dataDir, filepath.Join(tmp, "r2"), "--seq-len", "64")},
 		{"already holds a run", trainArgs(dataDir, runDir, "--steps", "2")},
 		{"cannot change --batch-size", []string{"train", "--resume", runDir, "--batch-size", "2"}},
+		{"already at step 2 of 2; pass a larger --steps", []string{"train", "--resume", runDir}},
 		{"does not exist", []string{"train", "--data", filepath.Join(tmp, "missing.bin")}},
 		{"empty", []string{"train", "--data", write("empty.bin", nil), "--vocab-size", "50257"}},
 		{"wrong magic", []string{"train", "--data", write("junk.bin", bytes.Repeat([]byte("junk"), 300)), "--vocab-size", "50257"}},
@@ -188,12 +189,24 @@ func TestErrorsAreOneLine(t *testing.T) {
 		{"truncated", []string{"sample", "--ckpt", write("cut.safetensors", good[:len(good)/2])}},
 		{"wrong magic", []string{"eval", "--init", write("bad.bin", bytes.Repeat([]byte{1}, 2048)), "--data", dataDir}},
 		{"no model", []string{"sample"}},
+		{"prompt", []string{"sample", "--ckpt", charRun(t), "--prompt", "Zebra€"}},
 		{"contradicts --init", []string{"train", "--data", dataDir, "--init", llmc, "--n-layer", "3"}},
 		{"--device cuda", []string{"bench", "--device", "cuda"}},
 	}
 	for _, c := range cases {
 		mustFail(t, c.want, c.args...)
 	}
+}
+
+// charRun trains a char-level model for one step and returns its run directory.
+func charRun(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	text := filepath.Join(dir, "abc.txt")
+	os.WriteFile(text, []byte(strings.Repeat("abc cab bca\n", 300)), 0o644)
+	run := filepath.Join(dir, "run")
+	mustRun(t, trainArgs(text, run, "--steps", "1", "--cache-dir", filepath.Join(dir, "cache"))...)
+	return run
 }
 
 // kill -9 right after a checkpoint, resume, and compare with an uninterrupted run.
