@@ -176,7 +176,7 @@ func goroots() []string {
 
 // goCorpus lists the default corpus files under src and fingerprints them (paths and sizes).
 // It takes the standard library itself: no cmd/ (the toolchain), no testdata or vendor
-// directories, no _test.go files and no generated files (tables, boilerplate). Files are ordered
+// directories, no _test.go files, no generated files and no data tables. Files are ordered
 // by a hash of their path — a fixed shuffle — before the size cap, so both the sequential
 // training stream and the validation split (the end of the stream) span many packages.
 func goCorpus(src string) ([]string, string, error) {
@@ -205,7 +205,7 @@ func goCorpus(src string) ([]string, string, error) {
 		if err != nil {
 			return err
 		}
-		if generated(path) {
+		if generated(path) || dataTable(path) {
 			return nil
 		}
 		rel, _ := filepath.Rel(src, path)
@@ -232,7 +232,24 @@ func goCorpus(src string) ([]string, string, error) {
 	if len(files) == 0 {
 		return nil, "", fmt.Errorf("default corpus: no .go files under %s; pass --data DIR|FILE", src)
 	}
-	return files, "byte gosrc-v2 sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	return files, "byte gosrc-v3 sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// dataTable reports whether a Go file is mostly numeric data (hex tables, constants): more than
+// a fifth of its bytes are digits or commas. Such files (crypto tables, the random number
+// generator's seeds) teach a small model nothing about Go and would eat a short run's budget.
+func dataTable(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return false
+	}
+	numeric := 0
+	for _, c := range b {
+		if c >= '0' && c <= '9' || c == ',' {
+			numeric++
+		}
+	}
+	return numeric*5 > len(b)
 }
 
 // generated reports whether a Go file says it is generated (https://go.dev/s/generatedcode).

@@ -113,7 +113,7 @@ func trainFlags(fs *flag.FlagSet, c *train.Config) {
 	fs.IntVar(&c.BatchSize, "batch-size", 8, "sequences per micro-batch (B)")
 	fs.IntVar(&c.SeqLen, "seq-len", defaultBlockSize, "tokens per sequence (T)")
 	fs.IntVar(&c.GradAccum, "grad-accum", c.GradAccum, "micro-batches per optimizer step")
-	fs.IntVar(&c.Steps, "steps", 600, "optimizer steps")
+	fs.IntVar(&c.Steps, "steps", 700, "optimizer steps")
 	fs.Float64Var(&c.LR, "lr", 2e-3, "peak learning rate")
 	fs.Float64Var(&c.MinLR, "min-lr", 2e-4, "learning rate at the end of the schedule")
 	fs.IntVar(&c.Warmup, "warmup", 50, "linear warmup steps")
@@ -143,7 +143,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var dataSpec, out, resume, cacheDir string
 	var force bool
 	var stopAt int
-	fs.StringVar(&dataSpec, "data", "go", "training data: go (the Go standard library's sources), shakespeare, a text file, a prepared DIR or a SHARD.bin")
+	fs.StringVar(&dataSpec, "data", "go", "training data: go (the Go standard library's sources, bytes), shakespeare (chars), a text file (chars), a prepared DIR or a SHARD.bin")
 	fs.StringVar(&out, "out", "", "run directory (default runs/YYYYMMDD-HHMMSS)")
 	fs.StringVar(&resume, "resume", "", "continue the run in this directory from its newest good checkpoint")
 	fs.BoolVar(&force, "force", false, "start a new run in --out even if it holds one (deletes its checkpoints and log)")
