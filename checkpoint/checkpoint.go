@@ -300,10 +300,15 @@ func Load(path string) (*Checkpoint, error) {
 	if err != nil {
 		return nil, &loadError{path, "cannot be read: " + err.Error(), err}
 	}
-	if st.Size() == 0 {
+	return load(path, f, st.Size())
+}
+
+// load verifies and decodes a checkpoint of size bytes read from r; path names it in errors.
+func load(path string, r io.ReaderAt, size int64) (*Checkpoint, error) {
+	if size == 0 {
 		return nil, &loadError{path, "is empty; resume from an older one", ErrCorrupt}
 	}
-	h, err := safetensors.ReadHeader(f, st.Size())
+	h, err := safetensors.ReadHeader(r, size)
 	if errors.Is(err, safetensors.ErrTruncated) {
 		why := strings.TrimSuffix(err.Error(), ": "+safetensors.ErrTruncated.Error())
 		return nil, &loadError{path, "is truncated (" + why + "); resume from an older one", ErrCorrupt}
@@ -315,7 +320,7 @@ func Load(path string) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := readData(f, h, c); err != nil {
+	if err := readData(r, h, c); err != nil {
 		if errors.Is(err, ErrCorrupt) {
 			return nil, corrupt(path, "checksum mismatch")
 		}
