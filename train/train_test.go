@@ -271,3 +271,31 @@ func TestConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+// With in-order batches, one batch of 4 sequences and two accumulated micro-batches of 2 cover
+// the same tokens, so the first step's loss and gradient agree to float rounding.
+func TestGradAccumMatchesLargerBatch(t *testing.T) {
+	dataDir := writeDataset(t, 50)
+	run := func(B, accum int) (loss, norm float64) {
+		cfg := smallConfig(dataDir)
+		cfg.BatchSize, cfg.GradAccum, cfg.Steps, cfg.EvalEvery = B, accum, 1, 0
+		dir := filepath.Join(t.TempDir(), "run")
+		if _, err := runTrain(t, Options{Config: cfg, RunDir: dir}); err != nil {
+			t.Fatal(err)
+		}
+		f, _ := os.Open(filepath.Join(dir, logFile))
+		defer f.Close()
+		var e struct{ Loss, GradNorm float64 }
+		raw, _ := io.ReadAll(f)
+		json.Unmarshal([]byte(strings.Split(string(raw), "\n")[0]), &struct {
+			Loss     *float64 `json:"loss"`
+			GradNorm *float64 `json:"grad_norm"`
+		}{&e.Loss, &e.GradNorm})
+		return e.Loss, e.GradNorm
+	}
+	l1, n1 := run(4, 1)
+	l2, n2 := run(2, 2)
+	if math.Abs(l1-l2) > 1e-6 || math.Abs(n1-n2) > 1e-5*n1 || n1 == 0 {
+		t.Fatalf("B=4: loss %v norm %v; B=2 x 2 accumulated: loss %v norm %v", l1, n1, l2, n2)
+	}
+}

@@ -490,6 +490,7 @@ func (t *Trainer) saveCheckpoint() error {
 	ck := &checkpoint.Checkpoint{
 		Step: t.state.Step, Config: t.cfg.marshal(), State: state,
 		Tensors: ParamTensors(m), Params: t.host.params, M: t.host.m, V: t.host.v,
+		Software: "gpt2go " + t.opts.Version,
 	}
 	path := checkpoint.Path(t.opts.RunDir, t.state.Step)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
