@@ -113,7 +113,7 @@ func trainFlags(fs *flag.FlagSet, c *train.Config) {
 	fs.IntVar(&c.BatchSize, "batch-size", 8, "sequences per micro-batch (B)")
 	fs.IntVar(&c.SeqLen, "seq-len", defaultBlockSize, "tokens per sequence (T)")
 	fs.IntVar(&c.GradAccum, "grad-accum", c.GradAccum, "micro-batches per optimizer step")
-	fs.IntVar(&c.Steps, "steps", 700, "optimizer steps")
+	fs.IntVar(&c.Steps, "steps", 600, "optimizer steps")
 	fs.Float64Var(&c.LR, "lr", 2e-3, "peak learning rate")
 	fs.Float64Var(&c.MinLR, "min-lr", 2e-4, "learning rate at the end of the schedule")
 	fs.IntVar(&c.Warmup, "warmup", 50, "linear warmup steps")
