@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 	"os"
 
 	"github.com/gpt2go/gpt2go/internal/atomicfile"
+	"github.com/gpt2go/gpt2go/safetensors"
 )
 
 // llm.c model files (train_gpt2.c's gpt2_build_from_checkpoint): a header of 256 little-endian
@@ -66,7 +66,7 @@ func ReadLLMC(path string) (Config, []float32, error) {
 		return Config{}, nil, fmt.Errorf("llm.c model %s is %d bytes but its header implies %d (%d params); the file is truncated or corrupt", path, st.Size(), want, n)
 	}
 	params := make([]float32, n)
-	if err := readFloats(f, params); err != nil {
+	if err := safetensors.ReadFloat32s(f, params); err != nil {
 		return Config{}, nil, fmt.Errorf("llm.c model %s: %w", path, err)
 	}
 	return cfg, params, nil
@@ -85,38 +85,6 @@ func WriteLLMC(path string, cfg Config, params []float32) error {
 		if err := binary.Write(w, binary.LittleEndian, hdr[:]); err != nil {
 			return err
 		}
-		return writeFloats(w, params)
+		return safetensors.WriteFloat32s(w, params)
 	})
-}
-
-// readFloats fills dst with little-endian float32s from r, a chunk at a time.
-func readFloats(r io.Reader, dst []float32) error {
-	buf := make([]byte, 1<<20)
-	for len(dst) > 0 {
-		n := min(len(dst), len(buf)/4)
-		if _, err := io.ReadFull(r, buf[:4*n]); err != nil {
-			return err
-		}
-		for i := range n {
-			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
-		}
-		dst = dst[n:]
-	}
-	return nil
-}
-
-// writeFloats writes src as little-endian float32s to w, a chunk at a time.
-func writeFloats(w io.Writer, src []float32) error {
-	buf := make([]byte, 1<<20)
-	for len(src) > 0 {
-		n := min(len(src), len(buf)/4)
-		for i, x := range src[:n] {
-			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
-		}
-		if _, err := w.Write(buf[:4*n]); err != nil {
-			return err
-		}
-		src = src[n:]
-	}
-	return nil
 }
