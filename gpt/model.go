@@ -88,15 +88,6 @@ func New(be backend.Backend, cfg Config, maxB, maxT int) (*Model, error) {
 	return m, nil
 }
 
-// ActivationFloats is the number of float32s the activation plan takes (for memory reports).
-func ActivationFloats(cfg Config, B, T int) int {
-	L, C, NH, Vp := cfg.NumLayers, cfg.Channels, cfg.NumHeads, cfg.PaddedVocabSize
-	BT := B * T
-	perLayer := BT*C*8 + BT*4 + BT*3*C + 2*B*NH*T*T + 2*BT*4*C
-	grads := BT*C*5 + BT*3*C + 2*BT*4*C + 2*B*NH*T*T
-	return BT*C + L*perLayer + BT*C + 2*BT + BT*Vp + BT + grads
-}
-
 func (m *Model) allocActs() {
 	c := m.Config
 	L, C, NH, Vp := c.NumLayers, c.Channels, c.NumHeads, c.PaddedVocabSize
@@ -190,9 +181,6 @@ func (m *Model) Specs() []ParamSpec { return m.specs }
 
 // Offsets gives the start of each parameter tensor in the flat buffers.
 func (m *Model) Offsets() []int { return m.offsets }
-
-// MaxBatch is the (B,T) capacity the activations were planned for.
-func (m *Model) MaxBatch() (B, T int) { return m.maxB, m.maxT }
 
 // InitGPT2 fills the parameters with GPT-2's initialisation: weights N(0, 0.02), the two residual
 // projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1. The padded
@@ -394,9 +382,4 @@ func (m *Model) LogitsRow(dst []float32, b, t int) {
 	Vp := m.Config.PaddedVocabSize
 	row := m.be.View(a.logits, (b*a.T+t)*Vp, len(dst))
 	m.be.Download(dst, row)
-}
-
-// Attention copies the attention weights of layer l from the last Forward into dst (B,NH,T,T).
-func (m *Model) Attention(dst []float32, l int) {
-	m.be.Download(dst, m.cur.att[l])
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func runBench(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", stdout)
+	fs := newFlags("bench")
 	var mf modelFlags
 	var dev deviceFlags
 	var B, T, steps, warmup int

@@ -48,7 +48,7 @@ func (l *loadFlags) tok(m *train.Loaded) (tokenizer.Tokenizer, error) {
 }
 
 func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("sample", stdout)
+	fs := newFlags("sample")
 	var lf loadFlags
 	var dev deviceFlags
 	var prompt string
@@ -109,7 +109,7 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("eval", stdout)
+	fs := newFlags("eval")
 	var lf loadFlags
 	var dev deviceFlags
 	var dataPath, split string
@@ -183,7 +183,7 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
-	fs := newFlags("export", stdout)
+	fs := newFlags("export")
 	var lf loadFlags
 	var format, out string
 	fs.StringVar(&lf.ckpt, "ckpt", "", "run directory (newest checkpoint) or checkpoint file")

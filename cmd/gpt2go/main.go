@@ -18,7 +18,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
-	"sort"
 	"strings"
 	"syscall"
 )
@@ -49,9 +48,6 @@ func main() {
 	stop()
 	os.Exit(code)
 }
-
-// errUsage marks errors for which the usage hint is worth printing.
-var errUsage = errors.New("usage")
 
 // run executes one command and returns the process exit code. Every failure is one line on stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
@@ -104,7 +100,7 @@ func usage(w io.Writer) {
 }
 
 // newFlags makes a flag set that reports errors as values instead of printing usage.
-func newFlags(name string, stdout io.Writer) *flag.FlagSet {
+func newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("gpt2go "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -143,13 +139,4 @@ func (s *stringList) String() string { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error {
 	*s = append(*s, v)
 	return nil
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -11,7 +11,7 @@ import (
 )
 
 func runPrepare(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("prepare", stdout)
+	fs := newFlags("prepare")
 	var inputs stringList
 	opts := prepare.Options{Progress: stderr}
 	fs.Var(&inputs, "input", "text file or directory (repeatable)")

@@ -136,7 +136,7 @@ func trainFlags(fs *flag.FlagSet, c *train.Config) {
 }
 
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("train", stdout)
+	fs := newFlags("train")
 	cfg := train.Defaults()
 	var mf modelFlags
 	var dev deviceFlags
