@@ -2,13 +2,14 @@ package cpu
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // pool runs an op's loop on up to threads goroutines: the caller's (worker 0) and threads-1
-// workers (1..threads-1) that are started on the first parallel loop and then parked on a channel
-// between loops, so an op costs no goroutine start. A pool runs one loop at a time: ops must not
+// workers (1..threads-1) that are started on the first parallel loop and then wait between loops
+// (spinning briefly, then parked), so an op costs no goroutine start and, in a training step, no
+// wake-up of a parked goroutine. A pool runs one loop at a time: ops must not
 // run concurrently on one pool, nor start a loop from inside one.
 //
 // Two ways to hand it work:
@@ -119,53 +120,139 @@ func reuse[T any](p *pool) *T {
 	return v
 }
 
-// crew is the state that the workers share with the goroutine that runs a loop.
+// crew is the state that the workers share with the goroutine that runs a loop (the caller).
+//
+// A loop is a generation: the caller sets job and tasks, then publishes the generation in gen.
+// Workers that see it join it (a CAS on state, which holds the generation and how many workers
+// joined), take tasks from next until none are left, and leave (left). When the caller runs out of
+// tasks it closes the generation, so that no worker joins late, and waits until every worker that
+// joined has left; only then may job be rewritten, so a worker never reads another loop's job.
+//
+// Waiting (workers for the next loop, the caller for the last worker to leave) spins for up to
+// spinWait and then parks on a channel: a training step runs hundreds of loops a few tens of
+// microseconds apart, and waking a parked goroutine costs about as much as a short loop itself.
 type crew struct {
-	wake     chan struct{} // one token per worker asked to join the current loop; closed by stop
-	job      taskJob       // the current loop, nil between loops
-	tasks    int
-	next     atomic.Int64 // the next task to hand out
-	joined   sync.WaitGroup
-	stopOnce sync.Once
+	job   taskJob // the current loop; written only while no worker is joined
+	tasks int
+	next  atomic.Int64 // the next task to hand out
+	gen   atomic.Uint32
+	state atomic.Uint64 // generation<<32 | closed<<31 | workers joined
+	left  atomic.Int32  // workers that joined the current generation and have left it
+
+	sleepers []sleeper // one per worker (index w-1)
+	caller   sleeper   // the caller, parked until the last worker leaves
+	stopped  atomic.Bool
+}
+
+const closedBit = 1 << 31
+
+// spinWait is how long a waiting goroutine spins before it parks.
+const spinWait = 50 * time.Microsecond
+
+// A sleeper is a goroutine that may park. Waking and parking race safely: the sleeper sets asleep
+// and then looks at its condition once more; a waker that swaps asleep from true to false owns the
+// wake-up and sends exactly one token.
+type sleeper struct {
+	asleep atomic.Bool
+	wake   chan struct{}
+}
+
+func (s *sleeper) wakeUp() {
+	if s.asleep.Swap(false) {
+		s.wake <- struct{}{}
+	}
+}
+
+// wait returns when ready() is true: it spins for up to spinWait, then parks until a waker calls
+// wakeUp, and checks again.
+func (s *sleeper) wait(ready func() bool) {
+	var start time.Time
+	for i := 0; !ready(); i++ {
+		if i&63 != 63 {
+			spinPause()
+			continue
+		}
+		if start.IsZero() {
+			start = time.Now()
+			continue
+		}
+		if time.Since(start) < spinWait {
+			continue
+		}
+		s.asleep.Store(true)
+		if ready() && s.asleep.Swap(false) {
+			return // nobody saw us asleep
+		}
+		<-s.wake // a waker took asleep (before or after ready() turned true) and sends one token
+	}
 }
 
 func startCrew(workers int) *crew {
-	c := &crew{wake: make(chan struct{}, workers)}
+	c := &crew{sleepers: make([]sleeper, workers)}
+	c.caller.wake = make(chan struct{}, 1)
 	for w := 1; w <= workers; w++ {
+		c.sleepers[w-1].wake = make(chan struct{}, 1)
 		go c.work(w)
 	}
 	return c
 }
 
-// work is worker w's loop: park until woken, run tasks until none are left, report, repeat.
+// work is worker w's loop: wait for a new generation, join it if it is still open, run tasks until
+// none are left, leave, repeat.
 func (c *crew) work(w int) {
-	for range c.wake {
+	s := &c.sleepers[w-1]
+	seen := c.gen.Load()
+	for {
+		s.wait(func() bool { return c.gen.Load() != seen || c.stopped.Load() })
+		if c.stopped.Load() {
+			return
+		}
+		seen = c.gen.Load()
+		if !c.join(seen) {
+			continue // the caller finished that loop without us
+		}
 		c.runTasks(w)
-		c.joined.Done()
+		c.left.Add(1)
+		c.caller.wakeUp()
 	}
 }
 
-// run hands the n tasks of job to the calling goroutine (worker 0) and to helpers workers, and
-// returns when all tasks are done.
+// join adds the calling worker to generation g unless it is closed or over.
+func (c *crew) join(g uint32) bool {
+	for {
+		st := c.state.Load()
+		if uint32(st>>32) != g || st&closedBit != 0 {
+			return false
+		}
+		if c.state.CompareAndSwap(st, st+1) {
+			return true
+		}
+	}
+}
+
+// run hands the n tasks of job to the calling goroutine (worker 0) and to up to helpers workers,
+// and returns when all tasks are done and every worker that joined has left.
 func (c *crew) run(n, helpers int, job taskJob) {
 	c.job, c.tasks = job, n
 	c.next.Store(0)
-	c.joined.Add(helpers)
-	for range helpers {
-		c.wake <- struct{}{}
+	c.left.Store(0)
+	g := c.gen.Load() + 1
+	c.state.Store(uint64(g) << 32)
+	c.gen.Store(g)
+	for i := 0; i < helpers && i < len(c.sleepers); i++ {
+		c.sleepers[i].wakeUp()
 	}
 	c.runTasks(0)
-	// Take back the tokens of workers that have not woken yet: the tasks are all done or taken, so
-	// there is no need to wait for them to be scheduled.
-	for taken := false; !taken; {
-		select {
-		case <-c.wake:
-			c.joined.Done()
-		default:
-			taken = true
+	// Close the generation; the workers that joined are all that can still be running tasks.
+	var joined int32
+	for {
+		st := c.state.Load()
+		if c.state.CompareAndSwap(st, st|closedBit) {
+			joined = int32(st & (closedBit - 1))
+			break
 		}
 	}
-	c.joined.Wait()
+	c.caller.wait(func() bool { return c.left.Load() == joined })
 	c.job = nil // do not keep the job's buffers reachable between loops
 }
 
@@ -180,7 +267,14 @@ func (c *crew) runTasks(worker int) {
 }
 
 // stop ends the workers once they finish the current loop; it may be called more than once.
-func (c *crew) stop() { c.stopOnce.Do(func() { close(c.wake) }) }
+func (c *crew) stop() {
+	if c.stopped.Swap(true) {
+		return
+	}
+	for i := range c.sleepers {
+		c.sleepers[i].wakeUp()
+	}
+}
 
 // rangeTasks runs a rangeJob as chunks tasks: task i is the range [i*n/chunks, (i+1)*n/chunks).
 type rangeTasks struct {

@@ -85,6 +85,29 @@ func TestForTasks(t *testing.T) {
 	}
 }
 
+// TestPoolParkAndWake runs loops with gaps longer and shorter than spinWait, so that workers are
+// both spinning and parked when a loop starts, and checks every loop's result.
+func TestPoolParkAndWake(t *testing.T) {
+	p := &pool{threads: 3}
+	defer p.close()
+	for i := range 60 {
+		if i%3 == 0 {
+			time.Sleep(3 * spinWait)
+		}
+		n := 1 + i%7
+		r := &taskRecorder{runs: make([]atomic.Int32, n), busy: make([]atomic.Int32, 3)}
+		p.forTasks(n, r)
+		for task := range r.runs {
+			if c := r.runs[task].Load(); c != 1 {
+				t.Fatalf("loop %d: task %d ran %d times", i, task, c)
+			}
+		}
+		if r.overlap.Load() != 0 || r.badID.Load() != 0 {
+			t.Fatalf("loop %d: %d overlapping tasks on a worker, %d bad worker ids", i, r.overlap.Load(), r.badID.Load())
+		}
+	}
+}
+
 // countJob writes its indices (n <= 64); it is a preallocated job, so running it must not allocate.
 type countJob struct{ sums [64]int64 }
 
@@ -177,6 +200,17 @@ func BenchmarkPool(b *testing.B) {
 		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				p.forTasks(n, job)
+			}
+		})
+	}
+	// Loops with serial work between them, as in a training step: the workers must not have gone
+	// to sleep in the gap. ns/op includes the gap.
+	for _, gap := range []time.Duration{5 * time.Microsecond, 30 * time.Microsecond} {
+		b.Run(fmt.Sprintf("tasks=2/gap=%v", gap), func(b *testing.B) {
+			for b.Loop() {
+				for start := time.Now(); time.Since(start) < gap; {
+				}
+				p.forTasks(2, job)
 			}
 		})
 	}

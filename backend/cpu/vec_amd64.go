@@ -71,3 +71,8 @@ func expShiftedAccelerated[F Float](x []F, shift F) (sum F, ok bool) {
 	}
 	return F(expShiftedAVX2(&asFloat32(x)[0], len(x), float32(shift))), true
 }
+
+// spinPause executes one PAUSE instruction, for spin-wait loops.
+//
+//go:noescape
+func spinPause()

@@ -272,3 +272,10 @@ expsum:
 	VMOVSS       X0, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func spinPause()
+// One PAUSE: tells the core that this is a spin-wait loop (saves power, and on SMT gives the
+// sibling thread the pipeline).
+TEXT ·spinPause(SB), NOSPLIT, $0-0
+	PAUSE
+	RET

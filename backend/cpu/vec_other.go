@@ -12,3 +12,6 @@ func dotRowsAccelerated[F Float](dst, x, rows []F, stride int, scale F) bool { r
 func addWeightedRowsAccelerated[F Float](acc, w, rows []F, stride int) bool { return false }
 
 func expShiftedAccelerated[F Float](x []F, shift F) (F, bool) { return 0, false }
+
+// spinPause would be a spin-wait hint; there is none here.
+func spinPause() {}
