@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 export CGO_ENABLED=0
 mkdir -p .gpubin
 go build -o .gpubin/gpt2go ./cmd/gpt2go
-for pkg in backend/cuda gpt train; do
+for pkg in backend/cuda backend/cpu gpt train; do
   go test -c -o ".gpubin/$(basename "$pkg").test" "./$pkg"
 done
 ls -la .gpubin

@@ -20,10 +20,15 @@ row() { rows+=("$(printf '%-44s | %-8s | %s' "$1" "$2" "$3")"); }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1
 echo "GPU: $(cat "$out/gpu.txt")"
+# The host CPU: its matmul kernel (AVX-512 where it has it) is tested below with the CPU backend.
+cpumodel=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+grep -q -m1 avx512f /proc/cpuinfo && cpumodel="$cpumodel, avx512f" || cpumodel="$cpumodel, no avx512f"
+[ -x "$bin/gpt2go" ] && row "host CPU matmul kernel" "info" "$("$bin/gpt2go" version | sed -n 's/^cpu matmul kernel: //p') ($cpumodel)"
 
-# 1. Go test binaries: op-by-op vs the CPU backend, PyTorch-parity fixture, exact resume.
+# 1. Go test binaries: op-by-op vs the CPU backend, PyTorch-parity fixture, exact resume; and the
+# CPU backend's own tests, which run the AVX-512 kernel on a host CPU that has it.
 root=$(pwd)
-for spec in cuda:backend/cuda gpt:gpt train:train; do
+for spec in cuda:backend/cuda cpu:backend/cpu gpt:gpt train:train; do
   t=${spec%%:*} dir=${spec#*:}
   if [ ! -x "$bin/$t.test" ]; then row "go test ./$dir" "MISSING" "run scripts/gpu-build.sh"; continue; fi
   start=$(date +%s)

@@ -34,16 +34,18 @@ func Evaluate(model *gpt.Model, loader *data.Loader, B, T, n int) (float64, erro
 
 // BenchResult is the timing of full training steps (forward, backward, AdamW) on random tokens.
 type BenchResult struct {
-	Model     gpt.Config `json:"model"`
-	Backend   string     `json:"backend"`
-	BatchSize int        `json:"batch_size"`
-	SeqLen    int        `json:"seq_len"`
-	Steps     int        `json:"steps"`
-	StepMs    []float64  `json:"step_ms"` // each timed step
-	MsPerStep float64    `json:"ms_per_step"`
-	MinMs     float64    `json:"min_ms"`
-	TokPerSec float64    `json:"tok_per_s"`
-	GFlops    float64    `json:"gflop_per_s"` // achieved, from Config.FlopsPerToken
+	Model   gpt.Config `json:"model"`
+	Backend string     `json:"backend"`
+	// MatmulKernel names the CPU's float32 matmul micro-kernel (set by the caller; empty on GPUs).
+	MatmulKernel string    `json:"matmul_kernel,omitempty"`
+	BatchSize    int       `json:"batch_size"`
+	SeqLen       int       `json:"seq_len"`
+	Steps        int       `json:"steps"`
+	StepMs       []float64 `json:"step_ms"` // each timed step
+	MsPerStep    float64   `json:"ms_per_step"`
+	MinMs        float64   `json:"min_ms"`
+	TokPerSec    float64   `json:"tok_per_s"`
+	GFlops       float64   `json:"gflop_per_s"` // achieved, from Config.FlopsPerToken
 	// PeakGFlops is the backend's measured sgemm peak (backend.Peaker) and PctOfPeak is GFlops as a
 	// percentage of it (model FLOPs utilisation); both are 0 when the backend has no Peaker.
 	PeakGFlops float64 `json:"peak_gflop_per_s"`

@@ -279,3 +279,21 @@ func gemmKernel[F Float](a, b, c []F, ldc int) {
 	c2[0], c2[1] = c20, c21
 	c3[0], c3[1] = c30, c31
 }
+
+// MatmulKernel names the float32 matmul micro-kernel that this CPU runs, e.g. "avx2+fma 6x16",
+// with why the AVX-512 kernel is off when the CPU has it but it is not used.
+func MatmulKernel() string {
+	var k string
+	switch {
+	case useSgemm512:
+		k = "avx512 12x32 (avx2+fma 6x16 at the edges)"
+	case useSgemmKernel:
+		k = "avx2+fma 6x16"
+	default:
+		k = "portable Go 4x2"
+	}
+	if sgemm512Note != "" {
+		k += "; " + sgemm512Note
+	}
+	return k
+}

@@ -1,6 +1,12 @@
 package cpu
 
-import "golang.org/x/sys/cpu"
+import (
+	"fmt"
+	"math"
+	"os"
+
+	"golang.org/x/sys/cpu"
+)
 
 // This file is the float32 gemm for CPUs with AVX2 and FMA: the same scheme as gemm.go (packed
 // panels, a register-tiled micro-kernel, output blocks as the parallel tasks) with a 6x16 assembly
@@ -27,12 +33,95 @@ const (
 // compare with the portable path.
 var useSgemmKernel = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+// useSgemm512 says whether full 12x32 tiles run on the AVX-512 kernel (the rest stays on the
+// 6x16 one). It needs AVX-512F (x/sys/cpu also checks that the OS saves the ZMM registers), can be
+// turned off with GPT2GO_SGEMM=avx2, and the kernel must first pass a self-check on this CPU;
+// sgemm512Note says why it is off when the CPU has AVX-512F.
+var useSgemm512, sgemm512Note = sgemm512Enabled()
+
+// sgemm12x32 is the 12x32 kernel that gemm calls; tests swap in an emulation built from 6x16 calls
+// to run the 12x32 tiling (and the self-check) on CPUs without AVX-512.
+var sgemm12x32 = sgemmKernel12x32
+
+func sgemm512Enabled() (bool, string) {
+	switch {
+	case !useSgemmKernel || !cpu.X86.HasAVX512F:
+		return false, ""
+	case os.Getenv("GPT2GO_SGEMM") == "avx2":
+		return false, "AVX-512 kernel off (GPT2GO_SGEMM=avx2)"
+	}
+	if err := sgemm512SelfCheck(); err != nil {
+		return false, "AVX-512 kernel off: " + err.Error()
+	}
+	return true, ""
+}
+
+// sgemm512SelfCheck runs the 12x32 kernel once on random panels, with init from c and from a
+// bias row, and requires the exact bits of four 6x16 kernel calls and no write outside the tile.
+func sgemm512SelfCheck() error {
+	const kc, ldc, guard = 37, 40, float32(-7.25)
+	var seed uint32 = 1
+	next := func() float32 { // a small LCG: values in [-1, 1)
+		seed = seed*1664525 + 1013904223
+		return float32(int32(seed)>>8) / (1 << 23)
+	}
+	a := make([]float32, 2*sgemmMR*kc)
+	b := make([]float32, 2*sgemmNR*kc)
+	bias := make([]float32, 2*sgemmNR)
+	c0 := make([]float32, 2*sgemmMR*ldc)
+	for _, x := range [][]float32{a, b, bias, c0} {
+		for i := range x {
+			x[i] = next()
+		}
+	}
+	for _, fromBias := range []bool{false, true} {
+		want, got := append([]float32(nil), c0...), make([]float32, len(c0)+2*ldc)
+		copy(got[ldc:], c0)
+		for i := range got {
+			if i < ldc || i >= ldc+len(c0) || (i-ldc)%ldc >= 2*sgemmNR {
+				got[i] = guard
+			}
+		}
+		for r := 0; r < 2*sgemmMR; r += sgemmMR {
+			for j := 0; j < 2*sgemmNR; j += sgemmNR {
+				init, stride := &want[r*ldc+j], ldc
+				if fromBias {
+					init, stride = &bias[j], 0
+				}
+				sgemmKernel6x16(kc, &a[r*kc], &b[j*kc], &want[r*ldc+j], ldc, init, stride)
+			}
+		}
+		init, stride := &got[ldc], ldc
+		if fromBias {
+			init, stride = &bias[0], 0
+		}
+		sgemm12x32(kc, &a[0], &b[0], &got[ldc], ldc, init, stride)
+		for i, v := range got {
+			w := guard // outside the tile
+			if i >= ldc && i < ldc+len(c0) && (i-ldc)%ldc < 2*sgemmNR {
+				w = want[i-ldc]
+			}
+			if math.Float32bits(v) != math.Float32bits(w) {
+				return fmt.Errorf("self-check: element %d is %g, want %g (bias init %v)", i, v, w, fromBias)
+			}
+		}
+	}
+	return nil
+}
+
 // sgemmKernel6x16 sets the 6x16 tile c (row stride ldc) to init + a @ b, where a and b are packed
 // panels of depth kc (6 and 16 values per k) and init's rows are initStride apart (0 repeats one
 // row; init may be c itself).
 //
 //go:noescape
 func sgemmKernel6x16(kc int, a, b, c *float32, ldc int, init *float32, initStride int)
+
+// sgemmKernel12x32 sets the 12x32 tile c to init + A @ B on AVX-512, where A is the two 6-row
+// panels at a and a+6*kc and B the two 16-column panels at b and b+16*kc; otherwise as
+// sgemmKernel6x16, whose bits it gives.
+//
+//go:noescape
+func sgemmKernel12x32(kc int, a, b, c *float32, ldc int, init *float32, initStride int)
 
 // sgemmPackBT16 sets dst[16k+j] = src[j*stride+k] for j < 16 and k < 8*k8.
 //
@@ -54,8 +143,8 @@ func sgemmPackA6(kc int, src *float32, stride int, dst *float32)
 //go:noescape
 func sgemmCopy6(kc int, src *float32, stride int, dst *float32)
 
-// sgemmZeros is the init row of a tile that starts from zero.
-var sgemmZeros [sgemmNR]float32
+// sgemmZeros is the init row of a tile that starts from zero (up to 32 columns wide).
+var sgemmZeros [2 * sgemmNR]float32
 
 // accelWorkspace is the assembly path's packing space, allocated on first use, and the current
 // call's parameters, which the task functions (built once, so calls allocate nothing) read.
@@ -189,15 +278,26 @@ func (s *accelWorkspace) task(worker, task int) {
 	}
 	first := s.k0 == 0 && !s.accumulate // this block sets c rather than adding to it
 	kc, ldc, c := s.kc, s.ldc, s.c
-	for jr := 0; jr < cols; jr += sgemmNR {
-		panelB := s.packB[(jc+jr)*kc : (jc+jr+sgemmNR)*kc]
-		j := s.j0 + jc + jr
-		tileCols := min(sgemmNR, cols-jr)
-		for ir := 0; ir < rows; ir += sgemmMR {
-			panelA := packA[ir*kc : (ir+sgemmMR)*kc]
-			off := (i0+ir)*ldc + j
-			tileRows := min(sgemmMR, rows-ir)
-			if tileRows == sgemmMR && tileCols == sgemmNR {
+	for jr := 0; jr < cols; {
+		// With AVX-512, 32 columns at a time: 12x32 tiles where they fit, the rows left over as
+		// pairs of 6x16 tiles.
+		halves := 1
+		ir := 0
+		if useSgemm512 && cols-jr >= 2*sgemmNR {
+			halves = 2
+			for ; ir+2*sgemmMR <= rows; ir += 2 * sgemmMR {
+				s.tile12x32(packA, i0+ir, ir, jc+jr, first)
+			}
+		}
+		for ; ir < rows; ir += sgemmMR {
+			for h := range halves {
+				jb := jc + jr + h*sgemmNR
+				if rows-ir < sgemmMR || cols-jr-h*sgemmNR < sgemmNR {
+					s.edge6x16(packA, i0, ir, jb, rows, cols-jr-h*sgemmNR, first)
+					continue
+				}
+				j := s.j0 + jb
+				off := (i0+ir)*ldc + j
 				_ = c[off+(sgemmMR-1)*ldc+sgemmNR-1] // the kernel writes up to here
 				init, initStride := &c[off], ldc
 				if first {
@@ -206,25 +306,54 @@ func (s *accelWorkspace) task(worker, task int) {
 						init = &s.bias[j : j+sgemmNR][0]
 					}
 				}
-				sgemmKernel6x16(kc, &panelA[0], &panelB[0], &c[off], ldc, init, initStride)
-				continue
-			}
-			// Ragged edge: the same kernel on a padded copy of the tile.
-			var tile [sgemmMR * sgemmNR]float32
-			for r := range tileRows {
-				dst := tile[r*sgemmNR : r*sgemmNR+tileCols]
-				switch {
-				case !first:
-					copy(dst, c[off+r*ldc:])
-				case s.bias != nil:
-					copy(dst, s.bias[j:])
-				}
-			}
-			sgemmKernel6x16(kc, &panelA[0], &panelB[0], &tile[0], sgemmNR, &tile[0], sgemmNR)
-			for r := range tileRows {
-				copy(c[off+r*ldc:off+r*ldc+tileCols], tile[r*sgemmNR:])
+				sgemmKernel6x16(kc, &packA[ir*kc : (ir+sgemmMR)*kc][0], &s.packB[jb*kc : (jb+sgemmNR)*kc][0], &c[off], ldc, init, initStride)
 			}
 		}
+		jr += halves * sgemmNR
+	}
+}
+
+// tile12x32 computes the full 12x32 tile at rows i (ir within the task's packed A) and columns
+// j0+jb of C on the AVX-512 kernel.
+func (s *accelWorkspace) tile12x32(packA []float32, i, ir, jb int, first bool) {
+	kc, ldc, c := s.kc, s.ldc, s.c
+	j := s.j0 + jb
+	off := i*ldc + j
+	_ = packA[(ir+2*sgemmMR)*kc-1]           // the kernel reads two A panels
+	_ = s.packB[(jb+2*sgemmNR)*kc-1]         // and two B panels
+	_ = c[off+(2*sgemmMR-1)*ldc+2*sgemmNR-1] // and writes up to here
+	init, initStride := &c[off], ldc
+	if first {
+		init, initStride = &sgemmZeros[0], 0
+		if s.bias != nil {
+			init = &s.bias[j : j+2*sgemmNR][0]
+		}
+	}
+	sgemm12x32(kc, &packA[ir*kc], &s.packB[jb*kc], &c[off], ldc, init, initStride)
+}
+
+// edge6x16 computes the ragged 6x16 tile at rows i0+ir and columns j0+jb of C, cut to the task's
+// rows and to colsLeft columns, by running the 6x16 kernel on a padded copy.
+func (s *accelWorkspace) edge6x16(packA []float32, i0, ir, jb, rows, colsLeft int, first bool) {
+	kc, ldc, c := s.kc, s.ldc, s.c
+	panelA := packA[ir*kc : (ir+sgemmMR)*kc]
+	panelB := s.packB[jb*kc : (jb+sgemmNR)*kc]
+	j := s.j0 + jb
+	off := (i0+ir)*ldc + j
+	tileRows, tileCols := min(sgemmMR, rows-ir), min(sgemmNR, colsLeft)
+	var tile [sgemmMR * sgemmNR]float32
+	for r := range tileRows {
+		dst := tile[r*sgemmNR : r*sgemmNR+tileCols]
+		switch {
+		case !first:
+			copy(dst, c[off+r*ldc:])
+		case s.bias != nil:
+			copy(dst, s.bias[j:])
+		}
+	}
+	sgemmKernel6x16(kc, &panelA[0], &panelB[0], &tile[0], sgemmNR, &tile[0], sgemmNR)
+	for r := range tileRows {
+		copy(c[off+r*ldc:off+r*ldc+tileCols], tile[r*sgemmNR:])
 	}
 }
 

@@ -341,3 +341,136 @@ packtail:
 packdone:
 	VZEROUPPER
 	RET
+
+// The AVX-512 micro-kernel: a 12x32 tile of C in 24 ZMM accumulators (row r in Z(2r) and
+// Z(2r+1)), fed by two of the 6-row A panels and two of the 16-column B panels that the AVX2
+// kernel reads, so that packing is the same for both. Every k step loads 32 values of B,
+// broadcasts 12 values of A and issues 24 FMAs. Each accumulator lane is one output element,
+// updated by one FMA per k in order, exactly as in the 6x16 kernel: both give the same bits.
+
+// KSTEP512(aoff, boff) does the FMAs of one k: A values at aoff(AX) (rows 0-5) and aoff(R11)
+// (rows 6-11), B values at boff(BX) (columns 0-15) and boff(R12) (columns 16-31).
+#define KSTEP512(aoff, boff) \
+	VMOVUPS      boff(BX), Z24; \
+	VMOVUPS      boff(R12), Z25; \
+	VBROADCASTSS aoff(AX), Z26; \
+	VBROADCASTSS aoff+4(AX), Z27; \
+	VBROADCASTSS aoff+8(AX), Z28; \
+	VFMADD231PS  Z24, Z26, Z0; \
+	VFMADD231PS  Z25, Z26, Z1; \
+	VFMADD231PS  Z24, Z27, Z2; \
+	VFMADD231PS  Z25, Z27, Z3; \
+	VFMADD231PS  Z24, Z28, Z4; \
+	VFMADD231PS  Z25, Z28, Z5; \
+	VBROADCASTSS aoff+12(AX), Z29; \
+	VBROADCASTSS aoff+16(AX), Z30; \
+	VBROADCASTSS aoff+20(AX), Z31; \
+	VFMADD231PS  Z24, Z29, Z6; \
+	VFMADD231PS  Z25, Z29, Z7; \
+	VFMADD231PS  Z24, Z30, Z8; \
+	VFMADD231PS  Z25, Z30, Z9; \
+	VFMADD231PS  Z24, Z31, Z10; \
+	VFMADD231PS  Z25, Z31, Z11; \
+	VBROADCASTSS aoff(R11), Z26; \
+	VBROADCASTSS aoff+4(R11), Z27; \
+	VBROADCASTSS aoff+8(R11), Z28; \
+	VFMADD231PS  Z24, Z26, Z12; \
+	VFMADD231PS  Z25, Z26, Z13; \
+	VFMADD231PS  Z24, Z27, Z14; \
+	VFMADD231PS  Z25, Z27, Z15; \
+	VFMADD231PS  Z24, Z28, Z16; \
+	VFMADD231PS  Z25, Z28, Z17; \
+	VBROADCASTSS aoff+12(R11), Z29; \
+	VBROADCASTSS aoff+16(R11), Z30; \
+	VBROADCASTSS aoff+20(R11), Z31; \
+	VFMADD231PS  Z24, Z29, Z18; \
+	VFMADD231PS  Z25, Z29, Z19; \
+	VFMADD231PS  Z24, Z30, Z20; \
+	VFMADD231PS  Z25, Z30, Z21; \
+	VFMADD231PS  Z24, Z31, Z22; \
+	VFMADD231PS  Z25, Z31, Z23
+
+// LOADROW512(z0, z1) loads row SI of init into z0, z1 and steps SI to the next row.
+#define LOADROW512(z0, z1) \
+	VMOVUPS (SI), z0; \
+	VMOVUPS 64(SI), z1; \
+	ADDQ    DI, SI
+
+// STOREROW512(z0, z1) stores z0, z1 to row DX of C and steps DX to the next row.
+#define STOREROW512(z0, z1) \
+	VMOVUPS z0, (DX); \
+	VMOVUPS z1, 64(DX); \
+	ADDQ    R8, DX
+
+// func sgemmKernel12x32(kc int, a, b, c *float32, ldc int, init *float32, initStride int)
+//
+// With a2 = a + 6*kc and b2 = b + 16*kc (the next A and B panels):
+// c[r*ldc+j] = init[r*initStride+j] + sum over k < kc of A(r,k)*B(k,j) for r < 12, j < 32, where
+// A(r,k) is a[6k+r] for r < 6 and a2[6k+r-6] after, and B(k,j) is b[16k+j] for j < 16 and
+// b2[16k+j-16] after. init may be c (accumulate), a bias row with initStride 0, or zeros.
+TEXT ·sgemmKernel12x32(SB), NOSPLIT, $0-56
+	MOVQ kc+0(FP), CX
+	MOVQ a+8(FP), AX
+	MOVQ b+16(FP), BX
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R8
+	MOVQ init+40(FP), SI
+	MOVQ initStride+48(FP), DI
+	SHLQ $2, R8
+	SHLQ $2, DI
+
+	// R11 = a + 24*kc bytes (the second A panel), R12 = b + 64*kc bytes (the second B panel).
+	LEAQ (CX)(CX*2), R11
+	SHLQ $3, R11
+	ADDQ AX, R11
+	MOVQ CX, R12
+	SHLQ $6, R12
+	ADDQ BX, R12
+
+	LOADROW512(Z0, Z1)
+	LOADROW512(Z2, Z3)
+	LOADROW512(Z4, Z5)
+	LOADROW512(Z6, Z7)
+	LOADROW512(Z8, Z9)
+	LOADROW512(Z10, Z11)
+	LOADROW512(Z12, Z13)
+	LOADROW512(Z14, Z15)
+	LOADROW512(Z16, Z17)
+	LOADROW512(Z18, Z19)
+	LOADROW512(Z20, Z21)
+	LOADROW512(Z22, Z23)
+
+	CMPQ CX, $2
+	JLT  tail512
+
+loop512:
+	KSTEP512(0, 0)
+	KSTEP512(24, 64)
+	ADDQ $48, AX
+	ADDQ $48, R11
+	ADDQ $128, BX
+	ADDQ $128, R12
+	SUBQ $2, CX
+	CMPQ CX, $2
+	JGE  loop512
+
+tail512:
+	TESTQ CX, CX
+	JEQ   store512
+	KSTEP512(0, 0)
+
+store512:
+	STOREROW512(Z0, Z1)
+	STOREROW512(Z2, Z3)
+	STOREROW512(Z4, Z5)
+	STOREROW512(Z6, Z7)
+	STOREROW512(Z8, Z9)
+	STOREROW512(Z10, Z11)
+	STOREROW512(Z12, Z13)
+	STOREROW512(Z14, Z15)
+	STOREROW512(Z16, Z17)
+	STOREROW512(Z18, Z19)
+	STOREROW512(Z20, Z21)
+	STOREROW512(Z22, Z23)
+	VZEROUPPER
+	RET

@@ -14,3 +14,6 @@ type accelWorkspace struct{}
 func gemmAccelerated[F Float](*pool, *gemmWorkspace[F], int, int, int, strided[F], strided[F], []F, int, bool, []F) bool {
 	return false
 }
+
+// useSgemm512 is false here; on amd64 it says whether full 12x32 tiles run on the AVX-512 kernel.
+var useSgemm512, sgemm512Note = false, ""

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"testing"
@@ -34,6 +35,7 @@ func gemmCases() []gemmCase {
 		[3]int{200, 35, 300},              // rows past one row block, depth past one depth block
 		[3]int{9, 3100, 5},                // columns past one column block of the assembly path
 		[3]int{151, 51, 520},              // several row and depth blocks, ragged everywhere
+		[3]int{36, 96, 33},                // whole 12x32 tiles of the AVX-512 kernel only
 		[3]int{gemmMC + 5, gemmNC + 3, 9}, // the portable path's blocks
 	)
 	var cases []gemmCase
@@ -52,13 +54,19 @@ func gemmCases() []gemmCase {
 // K*eps*(|init| + sum|a*b|). a and b have padded strides, c has padding columns and guard values
 // around it that must stay untouched, and 1 and 3 threads must give the same bits.
 func TestGemm(t *testing.T) {
-	paths := []bool{false}
+	type path struct{ asm, avx512 bool }
+	paths := []path{{}}
 	if useSgemmKernel {
-		paths = append(paths, true)
+		paths = append(paths, path{asm: true})
 	} else {
 		t.Log("no assembly gemm kernel on this CPU: testing the portable path only")
 	}
-	defer func(saved bool) { useSgemmKernel = saved }(useSgemmKernel)
+	if useSgemm512 {
+		paths = append(paths, path{asm: true, avx512: true})
+	} else {
+		t.Logf("AVX-512 gemm kernel not tested: %s", cmp.Or(sgemm512Note, "the CPU has no AVX-512F"))
+	}
+	defer func(asm, avx512 bool) { useSgemmKernel, useSgemm512 = asm, avx512 }(useSgemmKernel, useSgemm512)
 	r := newRand(8)
 	pools := []*pool{{threads: 1}, testPool} // one thread starts no workers
 	workspaces := []*gemmWorkspace[float32]{}
@@ -91,11 +99,15 @@ func TestGemm(t *testing.T) {
 			}
 		}
 		c0 = c0[:(M-1)*ldc+N] // c ends with its last element
-		for _, asm := range paths {
-			useSgemmKernel = asm
-			var first []float32
+		var avx2 []float32    // the AVX2 kernel's result, whose bits the AVX-512 kernel must give
+		for _, path := range paths {
+			useSgemmKernel, useSgemm512 = path.asm, path.avx512
+			var first []float32 // every thread count must give the bits of the first
+			if path.avx512 {
+				first = avx2
+			}
 			for pi, p := range pools {
-				name := fmt.Sprintf("%v asm=%v threads=%d", g, asm, p.threads)
+				name := fmt.Sprintf("%v asm=%v avx512=%v threads=%d", g, path.asm, path.avx512, p.threads)
 				c, whole := guarded(c0)
 				gemm(p, workspaces[pi], M, N, K, a, b, c, ldc, g.accumulate, bias)
 				checkGuards(t, name, whole)
@@ -113,9 +125,12 @@ func TestGemm(t *testing.T) {
 				}
 				for i, v := range c {
 					if math.Float32bits(v) != math.Float32bits(first[i]) {
-						t.Fatalf("%s: element %d is %g, %g with %d thread", name, i, v, first[i], pools[0].threads)
+						t.Fatalf("%s: element %d is %g, %g with %d thread (or on the AVX2 kernel)", name, i, v, first[i], pools[0].threads)
 					}
 				}
+			}
+			if path.asm && !path.avx512 {
+				avx2 = first
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"runtime/pprof"
 
 	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/backend/cpu"
 	"github.com/gpt2go/gpt2go/train"
 )
 
@@ -49,26 +50,27 @@ func runBench(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if p, ok := be.(backend.Peaker); ok && cpuProfile != "" {
 		p.PeakFLOPS() // measured (and cached) now, so that the profile holds only training steps
 	}
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startCPUProfile(cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	res, err := train.Bench(be, cfg, B, T, warmup, steps)
 	if err != nil {
 		return err
 	}
+	if _, ok := be.(*cpu.Backend); ok {
+		res.MatmulKernel = cpu.MatmulKernel()
+	}
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(res)
 	}
+	on := res.Backend
+	if res.MatmulKernel != "" {
+		on += ", matmul kernel " + res.MatmulKernel
+	}
 	fmt.Fprintf(stdout, "model %d layers x %d heads x %d channels (%.1fM params), B=%d T=%d on %s\n",
-		cfg.NumLayers, cfg.NumHeads, cfg.Channels, float64(cfg.NumParams())/1e6, B, T, res.Backend)
+		cfg.NumLayers, cfg.NumHeads, cfg.Channels, float64(cfg.NumParams())/1e6, B, T, on)
 	fmt.Fprintf(stdout, "%.1f ms/step (min %.1f) over %d steps | %.0f tok/s | %.1f GFLOP/s",
 		res.MsPerStep, res.MinMs, res.Steps, res.TokPerSec, res.GFlops)
 	if res.PeakGFlops > 0 {
@@ -76,4 +78,21 @@ func runBench(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, " | peak RSS %.0f MB, Go heap %.0f MB\n", res.PeakRSSMB, res.PeakHeapMB)
 	return nil
+}
+
+// startCPUProfile starts a Go CPU profile into path (nothing when path is empty); stop ends it
+// and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

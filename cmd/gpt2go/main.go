@@ -25,6 +25,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/gpt2go/gpt2go/backend/cpu"
 )
 
 const version = "0.1.0"
@@ -46,7 +48,8 @@ var commands = []command{
 	{"plot", "draw loss and learning-rate curves of runs as a PNG or SVG", runPlot},
 	{"attn", "draw a checkpoint's attention maps over a text as heatmaps", runAttn},
 	{"version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
-		fmt.Fprintf(stdout, "gpt2go %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprintf(stdout, "gpt2go %s (%s, %s/%s)\ncpu matmul kernel: %s\n", version, runtime.Version(),
+			runtime.GOOS, runtime.GOARCH, cpu.MatmulKernel())
 		return nil
 	}},
 }

@@ -143,7 +143,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := train.Defaults()
 	var mf modelFlags
 	var dev deviceFlags
-	var dataSpec, out, resume, cacheDir string
+	var dataSpec, out, resume, cacheDir, cpuProfile string
 	var force, tensorBoard bool
 	var stopAt int
 	fs.StringVar(&dataSpec, "data", "go", "training data: go (the Go standard library's sources, bytes), shakespeare (chars), a text file (chars), a prepared DIR or a SHARD.bin")
@@ -153,6 +153,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cacheDir, "cache-dir", "", "where prepared corpora and downloads are kept (default ~/.cache/gpt2go)")
 	fs.IntVar(&stopAt, "stop-at", 0, "checkpoint and stop after this step, keeping the schedule of --steps (resume later)")
 	fs.BoolVar(&tensorBoard, "tensorboard", true, "also write the log's numbers and the samples as TensorBoard events in the run directory")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (go tool pprof)")
 	mf.register(fs)
 	trainFlags(fs, &cfg)
 	dev.register(fs)
@@ -218,7 +219,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	opts.Backend, opts.Config = be, cfg
+	stop, err := startCPUProfile(cpuProfile)
+	if err != nil {
+		return err
+	}
 	sum, err := train.Run(ctx, opts)
+	stop()
 	if err != nil {
 		return err
 	}
