@@ -66,8 +66,10 @@ type Ops interface {
 
 	// MatmulForward: out(N,OC) = inp(N,C) @ weight(OC,C)^T + bias(OC); bias may be nil.
 	MatmulForward(out, inp, weight, bias Buf, N, C, OC int)
-	// MatmulBackward accumulates dinp(N,C) += dout @ weight, dweight(OC,C) += dout^T @ inp,
-	// dbias(OC) += column sums of dout(N,OC). dbias may be nil (no bias); dinp may be nil (not needed).
+	// MatmulBackward writes dinp(N,C) = dout @ weight (an activation gradient: overwritten, so
+	// it needs no zeroing) and accumulates the parameter gradients dweight(OC,C) += dout^T @ inp
+	// and dbias(OC) += column sums of dout(N,OC). dbias may be nil (no bias); dinp may be nil (not
+	// needed).
 	MatmulBackward(dinp, dweight, dbias, dout, inp, weight Buf, N, C, OC int)
 
 	// AttentionForward runs causal multi-head self-attention. qkv(B,T,3C) holds q, k, v side by side,
@@ -76,13 +78,13 @@ type Ops interface {
 	// for each query, which is all that backward needs besides qkv and out: the (T,T) attention
 	// matrix is never stored (FlashAttention's scheme).
 	AttentionForward(out, lse, qkv Buf, B, T, C, NH int)
-	// AttentionBackward accumulates into dqkv(B,T,3C) given dout(B,T,C) and the forward's qkv, out
-	// and lse.
+	// AttentionBackward writes dqkv(B,T,3C) (overwritten) given dout(B,T,C) and the forward's qkv,
+	// out and lse.
 	AttentionBackward(dqkv, dout, qkv, out, lse Buf, B, T, C, NH int)
 
 	// GeluForward: out(N) = gelu(inp(N)) with the tanh approximation.
 	GeluForward(out, inp Buf, N int)
-	// GeluBackward accumulates dinp(N) += gelu'(inp) * dout.
+	// GeluBackward writes dinp(N) = gelu'(inp) * dout (overwritten).
 	GeluBackward(dinp, inp, dout Buf, N int)
 
 	// ResidualForward: out(N) = a(N) + b(N).

@@ -331,7 +331,9 @@ func (m *Model) Backward(lossScale float32) error {
 
 	// Loss -> logits: a.logits become dlogits in place.
 	be.CrossEntropyBackward(a.logits, a.logits, a.logitsLse, a.targets, lossScale/float32(BT), BT, V, Vp)
-	be.Zero(a.dlnf)
+	// The activation gradients (dlnf, dfchGelu, dfch, dln2, datty, dqkv, dln1) are written whole
+	// by the op that produces them, so only dresidual, which LayerNormBackward accumulates into,
+	// needs zeroing.
 	be.Zero(a.dresidual)
 	be.MatmulBackward(a.dlnf, g.wte, nil, a.logits, a.lnf, p.wte, BT, C, Vp)
 	be.LayerNormBackward(a.dresidual, g.lnfw, g.lnfb, a.dlnf, a.res3[c.NumLayers-1], p.lnfw, a.lnfMean, a.lnfRstd, BT, C)
@@ -344,9 +346,6 @@ func (m *Model) Backward(lossScale float32) error {
 		residual := a.encoded
 		if l > 0 {
 			residual = a.res3[l-1]
-		}
-		for _, buf := range []backend.Buf{a.dln1, a.datty, a.dln2, a.dqkv, a.dfch, a.dfchGelu} {
-			be.Zero(buf)
 		}
 		// MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))).
 		be.MatmulBackward(a.dfchGelu, g.fcprojw[l], g.fcprojb[l], a.dresidual, a.fchGelu[l], p.fcprojw[l], BT, 4*C, C)

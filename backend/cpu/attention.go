@@ -30,7 +30,7 @@ func (be *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int) 
 	attentionForward(&be.pool, Floats(out), Floats(lse), Floats(qkv), B, T, C, NH)
 }
 
-// AttentionBackward accumulates into dqkv(B,T,3C); see backend.Ops.
+// AttentionBackward writes dqkv(B,T,3C); see backend.Ops.
 func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T, C, NH int) {
 	attentionBackward(&be.pool, Floats(dqkv), Floats(dout), Floats(qkv), Floats(out), Floats(lse), B, T, C, NH)
 }
@@ -105,13 +105,11 @@ func packRows[F Float](dst, src []F, n, hs, stride int) []F {
 	return dst
 }
 
-// addRows adds the n contiguous rows of hs values in src to rows stride apart in dst.
-func addRows[F Float](dst, src []F, n, hs, stride int) {
+// unpackRows copies the n contiguous rows of hs values in src to rows stride apart in dst
+// (packRows' inverse).
+func unpackRows[F Float](dst, src []F, n, hs, stride int) {
 	for j := range n {
-		d := dst[j*stride:][:hs]
-		for i, v := range src[j*hs : (j+1)*hs] {
-			d[i] += v
-		}
+		copy(dst[j*stride:][:hs], src[j*hs:(j+1)*hs])
 	}
 }
 
@@ -190,11 +188,11 @@ func (job *attentionForwardJob[F]) runTask(worker, bh int) {
 	}
 }
 
-// attentionBackward accumulates into dqkv(B,T,3C) the gradient of the loss given dout(B,T,C), the
+// attentionBackward writes into dqkv(B,T,3C) the gradient of the loss given dout(B,T,C), the
 // forward's input qkv(B,T,3C) and its results out(B,T,C) and lse(B,NH,T). With
 // D_i = dout_i.o_i and ds_ij = p_ij (dout_i.v_j - D_i):
 //
-//	dq_i += sum_j ds_ij k_j / sqrt(HS),  dk_j += sum_i ds_ij q_i / sqrt(HS),  dv_j += sum_i p_ij dout_i
+//	dq_i = sum_j ds_ij k_j / sqrt(HS),  dk_j = sum_i ds_ij q_i / sqrt(HS),  dv_j = sum_i p_ij dout_i
 //
 // Keys and values receive gradient from every later query, so a task owns a whole (batch, head)
 // and its slice of dqkv. It walks the key blocks in order and, for each, the query blocks that see
@@ -238,9 +236,11 @@ func (job *attentionBackwardJob[F]) runTask(worker, bh int) {
 	lse := job.lse[bh*T:][:T]
 	scale := F(1 / math.Sqrt(float64(HS)))
 
+	// D_i, one dot product per query; and dq, which sums over the key blocks below, from zero.
 	dotOut := ws.dotOut[:T]
 	for i := range T {
-		dotRows(dotOut[i:i+1], douts[i*HS:][:HS], outs[i*C:], 0, 1) // one dot product
+		dotRows(dotOut[i:i+1], douts[i*HS:][:HS], outs[i*C:], 0, 1)
+		clear(dqs[i*stride:][:HS])
 	}
 	for j0 := 0; j0 < T; j0 += attnKeyBlock {
 		j1 := min(j0+attnKeyBlock, T)
@@ -278,7 +278,7 @@ func (job *attentionBackwardJob[F]) runTask(worker, bh int) {
 				addWeightedRows(dvalues[j*HS:][:HS], probsT[j*nq+f:(j+1)*nq], douts[first*HS:], HS)
 			}
 		}
-		addRows(dks[j0*stride:], dkeys, j1-j0, HS, stride)
-		addRows(dvs[j0*stride:], dvalues, j1-j0, HS, stride)
+		unpackRows(dks[j0*stride:], dkeys, j1-j0, HS, stride)
+		unpackRows(dvs[j0*stride:], dvalues, j1-j0, HS, stride)
 	}
 }

@@ -257,9 +257,9 @@ func smallAttentionBackward(ws *smallAttnWorkspace, dqkv, dout, qkv, out, lse []
 	smallAttnPackRowsA(ws.dsA, ws.dp, T, T16, false)
 	smallAttnPackRowsA(ws.dsTA, ws.dp, T, T16, true)
 	smallAttnPackRowsA(ws.pTA, ws.scores, T, T16, true)
-	smallAttnProduct(dqkv[s.rowBase(b, 3*C, h*HS):], ws.dsA, ws.kB, T, HS, stride, true, true)
-	smallAttnProduct(dqkv[s.rowBase(b, 3*C, C+h*HS):], ws.dsTA, ws.qB, T, HS, stride, true, false)
-	smallAttnProduct(dqkv[s.rowBase(b, 3*C, 2*C+h*HS):], ws.pTA, ws.doB, T, HS, stride, true, false)
+	smallAttnProduct(dqkv[s.rowBase(b, 3*C, h*HS):], ws.dsA, ws.kB, T, HS, stride, false, true)
+	smallAttnProduct(dqkv[s.rowBase(b, 3*C, C+h*HS):], ws.dsTA, ws.qB, T, HS, stride, false, false)
+	smallAttnProduct(dqkv[s.rowBase(b, 3*C, 2*C+h*HS):], ws.pTA, ws.doB, T, HS, stride, false, false)
 }
 
 // smallAttentionForwardJob and smallAttentionBackwardJob run the tasks above over (batch, head)

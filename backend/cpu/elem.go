@@ -113,7 +113,7 @@ func geluForwardGo(y, x []float32) {
 	}
 }
 
-// geluBackwardGo adds gelu'(x[i]) * dy[i] to dx[i]. With s = 1/(1+e) = (1+tanh(u))/2, 1-s = e*s
+// geluBackwardGo sets dx[i] = gelu'(x[i]) * dy[i]. With s = 1/(1+e) = (1+tanh(u))/2, 1-s = e*s
 // and gelu'(x) = s + 2*x*s*(1-s)*du/dx = s + x*(e*s)*s*(geluDA + geluDB*x^2).
 func geluBackwardGo(dx, x, dy []float32) {
 	dx, dy = dx[:len(x)], dy[:len(x)]
@@ -122,7 +122,7 @@ func geluBackwardGo(dx, x, dy []float32) {
 		e := exp32(v * (geluB*x2 + geluA))
 		s := 1 / (e + 1)
 		q := e * s * (geluDB*x2 + geluDA) * v
-		dx[i] += (q*s + s) * dy[i]
+		dx[i] = (q*s + s) * dy[i]
 	}
 }
 

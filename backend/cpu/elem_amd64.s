@@ -244,7 +244,7 @@ gfDone:
 	VFMADD213PS D, E, D
 
 // func geluBackwardAVX2(dx, x, dy *float32, n int)
-// dx[i] += gelu'(x[i]) * dy[i] for i < n, n a multiple of 8.
+// dx[i] = gelu'(x[i]) * dy[i] for i < n, n a multiple of 8.
 TEXT ·geluBackwardAVX2(SB), NOSPLIT, $0-32
 	MOVQ dx+0(FP), DI
 	MOVQ x+8(FP), SI
@@ -258,10 +258,8 @@ gbLoop16:
 	VMOVUPS     32(SI), Y6
 	GELU_BWD(Y0, Y1, Y2, Y3, Y4, Y5)
 	GELU_BWD(Y6, Y7, Y8, Y9, Y10, Y11)
-	VMOVUPS     (DI), Y2
-	VMOVUPS     32(DI), Y8
-	VFMADD231PS (DX), Y1, Y2
-	VFMADD231PS 32(DX), Y7, Y8
+	VMULPS      (DX), Y1, Y2
+	VMULPS      32(DX), Y7, Y8
 	VMOVUPS     Y2, (DI)
 	VMOVUPS     Y8, 32(DI)
 	ADDQ        $64, SI
@@ -275,8 +273,7 @@ gbLoop8:
 	JLT         gbDone
 	VMOVUPS     (SI), Y0
 	GELU_BWD(Y0, Y1, Y2, Y3, Y4, Y5)
-	VMOVUPS     (DI), Y2
-	VFMADD231PS (DX), Y1, Y2
+	VMULPS      (DX), Y1, Y2
 	VMOVUPS     Y2, (DI)
 	ADDQ        $32, SI
 	ADDQ        $32, DI

@@ -11,7 +11,7 @@ func (be *Backend) GeluForward(out, inp backend.Buf, N int) {
 	geluForward(&be.pool, Floats(out), Floats(inp), N)
 }
 
-// GeluBackward accumulates dinp(N) += gelu'(inp) * dout.
+// GeluBackward writes dinp(N) = gelu'(inp) * dout.
 func (be *Backend) GeluBackward(dinp, inp, dout backend.Buf, N int) {
 	geluBackward(&be.pool, Floats(dinp), Floats(inp), Floats(dout), N)
 }
@@ -46,7 +46,7 @@ func (job *geluForwardJob[F]) runRange(lo, hi int) {
 	}
 }
 
-// geluBackward accumulates dinp(N) += gelu'(x)*dout(N) for x = inp(N), where
+// geluBackward writes dinp(N) = gelu'(x)*dout(N) for x = inp(N), where
 // gelu'(x) = 0.5*(1+tanh(u)) + 0.5*x*(1-tanh(u)^2)*du/dx and u is the tanh argument above;
 // float32 runs the kernels of elem.go as in geluForward.
 func geluBackward[F Float](p *pool, dinp, inp, dout []F, N int) {
@@ -71,6 +71,6 @@ func (job *geluBackwardJob[F]) runRange(lo, hi int) {
 		th := F(math.Tanh(float64(u)))
 		du := F(geluScale) * (1 + 3*0.044715*xi*xi)
 		grad := 0.5*(1+th) + 0.5*xi*(1-th*th)*du
-		dx[i] += grad * dy[i]
+		dx[i] = grad * dy[i]
 	}
 }

@@ -36,5 +36,5 @@ func TestGeluBackward(t *testing.T) {
 	dinp0 := randoms[float64](r, N)
 	dinp := clone(dinp0)
 	geluBackward(testPool, dinp, inp, R, N)
-	checkGrad(t, "dinp", inp, sub(dinp, dinp0), loss)
+	checkGrad(t, "dinp", inp, dinp, loss) // overwritten: its random start must not show
 }

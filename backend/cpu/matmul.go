@@ -7,8 +7,8 @@ func (be *Backend) MatmulForward(out, inp, weight, bias backend.Buf, N, C, OC in
 	matmulForward(&be.pool, &be.gemm, Floats(out), Floats(inp), Floats(weight), Floats(bias), N, C, OC)
 }
 
-// MatmulBackward accumulates dinp(N,C) += dout @ weight, dweight(OC,C) += dout^T @ inp and
-// dbias(OC) += column sums of dout(N,OC); dinp and dbias may be nil.
+// MatmulBackward writes dinp(N,C) = dout @ weight and accumulates dweight(OC,C) += dout^T @ inp
+// and dbias(OC) += column sums of dout(N,OC); dinp and dbias may be nil.
 func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend.Buf, N, C, OC int) {
 	matmulBackward(&be.pool, &be.gemm, Floats(dinp), Floats(dweight), Floats(dbias), Floats(dout),
 		Floats(inp), Floats(weight), N, C, OC)
@@ -23,7 +23,7 @@ func matmulForward[F Float](p *pool, ws *gemmWorkspace[F], out, inp, weight, bia
 		out[:N*OC], OC, false, bias)
 }
 
-// matmulBackward accumulates dinp(N,C) += dout(N,OC) @ weight(OC,C),
+// matmulBackward writes dinp(N,C) = dout(N,OC) @ weight(OC,C) and accumulates
 // dweight(OC,C) += dout^T @ inp(N,C) and dbias(OC) += sum over n of dout[n]. dinp and dbias may
 // be nil. Each element sums its terms in order, whatever the thread count.
 func matmulBackward[F Float](p *pool, ws *gemmWorkspace[F], dinp, dweight, dbias, dout, inp, weight []F, N, C, OC int) {
@@ -31,7 +31,7 @@ func matmulBackward[F Float](p *pool, ws *gemmWorkspace[F], dinp, dweight, dbias
 		gemm(p, ws, N, C, OC,
 			strided[F]{data: dout, rowStride: OC, colStride: 1},
 			strided[F]{data: weight, rowStride: C, colStride: 1},
-			dinp, C, true, nil)
+			dinp, C, false, nil)
 	}
 	gemm(p, ws, OC, C, N,
 		strided[F]{data: dout, rowStride: 1, colStride: OC}, // dout^T

@@ -72,7 +72,8 @@ func (be *Backend) MatmulForward(out, inp, weight, bias backend.Buf, N, C, OC in
 	be.afterOp("MatmulForward")
 }
 
-// MatmulBackward, column-major: dinp^T(C,N) += weight(C,OC as stored) @ dout^T(OC,N) and
+// MatmulBackward, column-major: dinp^T(C,N) = weight(C,OC as stored) @ dout^T(OC,N) (beta 0:
+// dinp is overwritten) and
 // dweight^T(C,OC) += inp^T(C,N) @ dout(N,OC) (dout stored (OC,N), transposed); dbias by a
 // two-pass column sum (fixed order, no atomics).
 func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend.Buf, N, C, OC int) {
@@ -81,7 +82,7 @@ func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backen
 	}
 	if dinp != nil {
 		s := Gemm{M: C, N: N, K: OC, LDA: C, LDB: OC, LDD: C, TF32: be.opts.TF32}
-		be.fail(be.blas.Matmul(s, ptrOf(weight), ptrOf(dout), ptrOf(dinp), 0, true))
+		be.fail(be.blas.Matmul(s, ptrOf(weight), ptrOf(dout), ptrOf(dinp), 0, false))
 	}
 	s := Gemm{TransB: true, M: C, N: OC, K: N, LDA: C, LDB: OC, LDD: C, TF32: be.opts.TF32}
 	be.fail(be.blas.Matmul(s, ptrOf(inp), ptrOf(dout), ptrOf(dweight), 0, true))

@@ -102,13 +102,13 @@ func matmulForwardCost(N, C, OC int, bias bool) Cost {
 }
 
 // matmulBackwardCost: 2*N*C*OC FLOPs for dweight += dout^T @ inp and as many again for
-// dinp += dout @ weight (4*N*C*OC in all; the bias sum is not counted); read dout (N,OC), inp
-// (N,C), weight (OC,C); accumulate dweight (OC,C), dinp (N,C) and dbias (OC) when present.
+// dinp = dout @ weight (4*N*C*OC in all; the bias sum is not counted); read dout (N,OC), inp
+// (N,C), weight (OC,C); accumulate dweight (OC,C) and dbias (OC), write dinp (N,C) when present.
 func matmulBackwardCost(N, C, OC int, dinp, dbias bool) Cost {
 	products := 1 + b2i(dinp)
 	return Cost{
 		Flops: float64(products) * 2 * float64(N) * float64(C) * float64(OC),
-		Bytes: elems(N*OC, N*C, b2i(dinp)*OC*C, 2*OC*C, b2i(dinp)*2*N*C, b2i(dbias)*2*OC),
+		Bytes: elems(N*OC, N*C, b2i(dinp)*OC*C, 2*OC*C, b2i(dinp)*N*C, b2i(dbias)*2*OC),
 		Dims:  dims("N", N, "C", C, "OC", OC),
 	}
 }
@@ -131,12 +131,12 @@ func attentionForwardCost(B, T, C, NH int) Cost {
 // attentionBackwardCost: four products over the causal pairs (dp = dout.v, dv += p^T dout,
 // dq += ds k, dk += ds^T q): 8*B*NH*HS*T(T+1)/2, not counting the recomputation of the scores
 // q.k (2*B*NH*HS*T(T+1)/2 more). Read dout and out (B,T,C), qkv (B,T,3C), lse (B,NH,T);
-// accumulate dqkv (B,T,3C).
+// write dqkv (B,T,3C).
 func attentionBackwardCost(B, T, C, NH int) Cost {
 	HS := C / NH
 	return Cost{
 		Flops: 8 * float64(B*NH*HS) * causalPairs(T),
-		Bytes: elems(2*B*T*C, 3*B*T*C, B*NH*T, 2*3*B*T*C),
+		Bytes: elems(2*B*T*C, 3*B*T*C, B*NH*T, 3*B*T*C),
 		Dims:  dims("B", B, "T", T, "C", C, "NH", NH),
 	}
 }
@@ -144,8 +144,8 @@ func attentionBackwardCost(B, T, C, NH int) Cost {
 // geluForwardCost: read inp (N), write out (N).
 func geluForwardCost(N int) Cost { return Cost{Bytes: elems(2 * N), Dims: dims("N", N)} }
 
-// geluBackwardCost: read inp, dout (N), accumulate dinp (N).
-func geluBackwardCost(N int) Cost { return Cost{Bytes: elems(4 * N), Dims: dims("N", N)} }
+// geluBackwardCost: read inp, dout (N), write dinp (N).
+func geluBackwardCost(N int) Cost { return Cost{Bytes: elems(3 * N), Dims: dims("N", N)} }
 
 // residualForwardCost: read a, b (N), write out (N).
 func residualForwardCost(N int) Cost { return Cost{Bytes: elems(3 * N), Dims: dims("N", N)} }

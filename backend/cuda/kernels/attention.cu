@@ -66,7 +66,7 @@ extern "C" __global__ void attention_backward_delta(float* delta, const float* d
     delta[i] = dot(dout + off, out + off, HS);
 }
 
-// attention_backward_dq: block (b, h, t) accumulates dq[b,t,h] += scale * sum over u <= t of
+// attention_backward_dq: block (b, h, t) writes dq[b,t,h] = scale * sum over u <= t of
 // ds[t,u] k[u], with p = exp(s - lse[t]), dp = dout[t].v[u], ds = p (dp - delta[t]).
 extern "C" __global__ void attention_backward_dq(float* dqkv, const float* dout, const float* qkv, const float* lse,
                                                  const float* delta, int B, int T, int C, int NH) {
@@ -95,12 +95,12 @@ extern "C" __global__ void attention_backward_dq(float* dqkv, const float* dout,
     for (int d = threadIdx.x; d < HS; d += blockDim.x) {
         float acc = 0;
         for (int u = 0; u <= t; u++) acc += ds[u] * base[(long)u * 3 * C + C + h * HS + d];
-        dq[d] += acc * scale;
+        dq[d] = acc * scale;
     }
 }
 
-// attention_backward_dkv: block (b, h, u) accumulates, over the queries t >= u that see key u,
-// dk[u] += scale * sum ds[t,u] q[t] and dv[u] += sum p[t,u] dout[t]. Each key has its own block,
+// attention_backward_dkv: block (b, h, u) writes, summing over the queries t >= u that see key u,
+// dk[u] = scale * sum ds[t,u] q[t] and dv[u] = sum p[t,u] dout[t]. Each key has its own block,
 // so no two blocks write the same element: no atomics, the same result every run.
 extern "C" __global__ void attention_backward_dkv(float* dqkv, const float* dout, const float* qkv, const float* lse,
                                                   const float* delta, int B, int T, int C, int NH) {
@@ -134,7 +134,7 @@ extern "C" __global__ void attention_backward_dkv(float* dqkv, const float* dout
             ak += ds[t] * base[(long)t * 3 * C + h * HS + d];
             av += p[t] * dout[((long)b * T + t) * C + h * HS + d];
         }
-        dk[d] += ak * scale;
-        dv[d] += av;
+        dk[d] = ak * scale;
+        dv[d] = av;
     }
 }

@@ -8,7 +8,7 @@ extern "C" __global__ void gelu_forward(float* out, const float* inp, long N) {
     out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
 }
 
-// gelu_backward: dinp(N) += gelu'(inp) * dout.
+// gelu_backward: dinp(N) = gelu'(inp) * dout (overwritten).
 extern "C" __global__ void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
@@ -17,7 +17,7 @@ extern "C" __global__ void gelu_backward(float* dinp, const float* inp, const fl
     float t = tanhf(u);
     float sech2 = 1.0f - t * t;
     float grad = 0.5f * (1.0f + t) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-    dinp[i] += grad * dout[i];
+    dinp[i] = grad * dout[i];
 }
 
 // residual_forward: out(N) = a(N) + b(N).
