@@ -114,20 +114,7 @@ func TestGemm12x32Tiling(t *testing.T) {
 		ws := newGemmWorkspace[float32](p.threads)
 		for _, g := range gemmCases() {
 			M, N, K := g.M, g.N, g.K
-			a := strided[float32]{rowStride: K + 1, colStride: 1}
-			if g.transA {
-				a = strided[float32]{rowStride: 1, colStride: M + 1}
-			}
-			a.data = randoms[float32](r, max(M*a.rowStride, K*a.colStride))
-			b := strided[float32]{rowStride: N + 1, colStride: 1}
-			if g.transB {
-				b = strided[float32]{rowStride: 1, colStride: K + 1}
-			}
-			b.data = randoms[float32](r, max(K*b.rowStride, N*b.colStride))
-			var bias []float32
-			if g.bias {
-				bias = randoms[float32](r, N)
-			}
+			a, b, bias := g.operands(r, 1)
 			c0 := randoms[float32](r, M*N)
 			saved := useSgemm512
 			useSgemm512 = false

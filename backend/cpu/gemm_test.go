@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -18,6 +19,26 @@ type gemmCase struct {
 func (g gemmCase) String() string {
 	return fmt.Sprintf("M=%d N=%d K=%d transA=%v transB=%v accumulate=%v bias=%v",
 		g.M, g.N, g.K, g.transA, g.transB, g.accumulate, g.bias)
+}
+
+// operands returns random a and b for case g, stored as the case says with pad elements after
+// each row (or column), and a random bias when the case has one.
+func (g gemmCase) operands(r *rand.Rand, pad int) (a, b strided[float32], bias []float32) {
+	// a(i,k) is a.data[i*a.rowStride+k*a.colStride].
+	a = strided[float32]{rowStride: g.K + pad, colStride: 1}
+	if g.transA {
+		a = strided[float32]{rowStride: 1, colStride: g.M + pad}
+	}
+	a.data = randoms[float32](r, max(g.M*a.rowStride, g.K*a.colStride))
+	b = strided[float32]{rowStride: g.N + pad, colStride: 1}
+	if g.transB {
+		b = strided[float32]{rowStride: 1, colStride: g.K + pad}
+	}
+	b.data = randoms[float32](r, max(g.K*b.rowStride, g.N*b.colStride))
+	if g.bias {
+		bias = randoms[float32](r, g.N)
+	}
+	return a, b, bias
 }
 
 // gemmCases crosses ragged sizes around the 6x16 and 4x2 tiles (0 and 1 included) with both
@@ -76,21 +97,7 @@ func TestGemm(t *testing.T) {
 	}
 	for _, g := range gemmCases() {
 		M, N, K := g.M, g.N, g.K
-		// a(i,k) is a.data[i*a.rowStride+k*a.colStride]: rows (or columns) padded by 3 elements.
-		a := strided[float32]{rowStride: K + 3, colStride: 1}
-		if g.transA {
-			a = strided[float32]{rowStride: 1, colStride: M + 3}
-		}
-		a.data = randoms[float32](r, max(M*a.rowStride, K*a.colStride))
-		b := strided[float32]{rowStride: N + 3, colStride: 1}
-		if g.transB {
-			b = strided[float32]{rowStride: 1, colStride: K + 3}
-		}
-		b.data = randoms[float32](r, max(K*b.rowStride, N*b.colStride))
-		var bias []float32
-		if g.bias {
-			bias = randoms[float32](r, N)
-		}
+		a, b, bias := g.operands(r, 3)
 		ldc := N + 2
 		c0 := randoms[float32](r, M*ldc)
 		for i := range M {
