@@ -66,31 +66,59 @@ func gemm[F Float](p *pool, ws *gemmWorkspace[F], M, N, K int, a, b strided[F], 
 	nc := (N + nBlocks - 1) / nBlocks
 	nc = min(gemmNC, max(16, (nc+gemmNR-1)/gemmNR*gemmNR))
 	nBlocks = (N + nc - 1) / nc
-	p.parallelTasks(mBlocks*nBlocks, func(worker, task int) {
-		i0, j0 := task/nBlocks*gemmMC, task%nBlocks*nc
-		mc, ncTask := min(gemmMC, M-i0), min(nc, N-j0)
-		packA, packB := ws.packA[worker], ws.packB[worker]
-		for k0 := 0; k0 < K; k0 += gemmKC {
-			kc := min(gemmKC, K-k0)
-			packPanels(packA, a, i0, k0, mc, kc, gemmMR)
-			packPanels(packB, b.transpose(), j0, k0, ncTask, kc, gemmNR)
-			gemmBlock(packA, packB, c[i0*ldc+j0:], ldc, mc, ncTask, kc)
-		}
-	})
+	job := reuse[gemmJob[F]](p)
+	*job = gemmJob[F]{ws: ws, M: M, N: N, K: K, nc: nc, nBlocks: nBlocks, a: a, b: b, c: c, ldc: ldc}
+	p.forTasks(mBlocks*nBlocks, job)
+	*job = gemmJob[F]{}
+}
+
+// gemmJob is the portable gemm's loop: task t is the output block of row block t/nBlocks and
+// column block t%nBlocks (a struct from reuse rather than a closure, so a call allocates nothing).
+type gemmJob[F Float] struct {
+	ws          *gemmWorkspace[F]
+	M, N, K     int
+	nc, nBlocks int
+	a, b        strided[F]
+	c           []F
+	ldc         int
+}
+
+func (j *gemmJob[F]) runTask(worker, task int) {
+	i0, j0 := task/j.nBlocks*gemmMC, task%j.nBlocks*j.nc
+	mc, ncTask := min(gemmMC, j.M-i0), min(j.nc, j.N-j0)
+	packA, packB := j.ws.packA[worker], j.ws.packB[worker]
+	for k0 := 0; k0 < j.K; k0 += gemmKC {
+		kc := min(gemmKC, j.K-k0)
+		packPanels(packA, j.a, i0, k0, mc, kc, gemmMR)
+		packPanels(packB, j.b.transpose(), j0, k0, ncTask, kc, gemmNR)
+		gemmBlock(packA, packB, j.c[i0*j.ldc+j0:], j.ldc, mc, ncTask, kc)
+	}
 }
 
 // gemmInit sets every row of c(M,N) to bias, or to zero when bias is nil.
 func gemmInit[F Float](p *pool, M, N int, c []F, ldc int, bias []F) {
-	p.parallelFor(M, 16, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			row := c[i*ldc : i*ldc+N]
-			if bias != nil {
-				copy(row, bias[:N])
-			} else {
-				clear(row)
-			}
+	job := reuse[gemmInitJob[F]](p)
+	*job = gemmInitJob[F]{N: N, c: c, ldc: ldc, bias: bias}
+	p.forRanges(M, 16, job)
+	*job = gemmInitJob[F]{}
+}
+
+type gemmInitJob[F Float] struct {
+	N    int
+	c    []F
+	ldc  int
+	bias []F
+}
+
+func (j *gemmInitJob[F]) runRange(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		row := j.c[i*j.ldc : i*j.ldc+j.N]
+		if j.bias != nil {
+			copy(row, j.bias[:j.N])
+		} else {
+			clear(row)
 		}
-	})
+	}
 }
 
 // gemmBlock accumulates the (rows,cols) block c += packA @ packB of packed panels of depth kc.

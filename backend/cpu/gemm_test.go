@@ -170,21 +170,23 @@ func checkGemm(t *testing.T, name string, g gemmCase, a, b strided[float32], bia
 }
 
 // TestMatmulAllocs checks that the float32 matmuls, on two threads, allocate nothing once the
-// packing space exists.
+// packing space exists, on the assembly kernel (where the CPU has it) and on the portable path.
 func TestMatmulAllocs(t *testing.T) {
-	if !useSgemmKernel {
-		t.Skip("no assembly gemm kernel on this CPU: the portable path's closures allocate")
-	}
-	const N, C, OC = 20, 300, 40
-	be := New(2)
-	inp, weight, bias, out := be.Alloc(N*C), be.Alloc(OC*C), be.Alloc(OC), be.Alloc(N*OC)
-	dinp, dweight, dbias := be.Alloc(N*C), be.Alloc(OC*C), be.Alloc(OC)
-	allocs := testing.AllocsPerRun(3, func() {
-		be.MatmulForward(out, inp, weight, bias, N, C, OC)
-		be.MatmulForward(out, inp, weight, nil, N, C, OC)
-		be.MatmulBackward(dinp, dweight, dbias, out, inp, weight, N, C, OC)
-	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per forward and backward", allocs)
+	defer func(saved bool) { useSgemmKernel = saved }(useSgemmKernel)
+	for _, asm := range []bool{false, useSgemmKernel} {
+		useSgemmKernel = asm
+		const N, C, OC = 20, 300, 40
+		be := New(2)
+		inp, weight, bias, out := be.Alloc(N*C), be.Alloc(OC*C), be.Alloc(OC), be.Alloc(N*OC)
+		dinp, dweight, dbias := be.Alloc(N*C), be.Alloc(OC*C), be.Alloc(OC)
+		allocs := testing.AllocsPerRun(3, func() {
+			be.MatmulForward(out, inp, weight, bias, N, C, OC)
+			be.MatmulForward(out, inp, weight, nil, N, C, OC)
+			be.MatmulBackward(dinp, dweight, dbias, out, inp, weight, N, C, OC)
+		})
+		be.Close()
+		if allocs != 0 {
+			t.Fatalf("assembly kernel %v: %v allocations per forward and backward", asm, allocs)
+		}
 	}
 }
