@@ -299,13 +299,7 @@ func (s *accelWorkspace) task(worker, task int) {
 				j := s.j0 + jb
 				off := (i0+ir)*ldc + j
 				_ = c[off+(sgemmMR-1)*ldc+sgemmNR-1] // the kernel writes up to here
-				init, initStride := &c[off], ldc
-				if first {
-					init, initStride = &sgemmZeros[0], 0
-					if s.bias != nil {
-						init = &s.bias[j : j+sgemmNR][0]
-					}
-				}
+				init, initStride := s.tileInit(off, j, sgemmNR, first)
 				sgemmKernel6x16(kc, &packA[ir*kc : (ir+sgemmMR)*kc][0], &s.packB[jb*kc : (jb+sgemmNR)*kc][0], &c[off], ldc, init, initStride)
 			}
 		}
@@ -322,14 +316,21 @@ func (s *accelWorkspace) tile12x32(packA []float32, i, ir, jb int, first bool) {
 	_ = packA[(ir+2*sgemmMR)*kc-1]           // the kernel reads two A panels
 	_ = s.packB[(jb+2*sgemmNR)*kc-1]         // and two B panels
 	_ = c[off+(2*sgemmMR-1)*ldc+2*sgemmNR-1] // and writes up to here
-	init, initStride := &c[off], ldc
-	if first {
-		init, initStride = &sgemmZeros[0], 0
-		if s.bias != nil {
-			init = &s.bias[j : j+2*sgemmNR][0]
-		}
-	}
+	init, initStride := s.tileInit(off, j, 2*sgemmNR, first)
 	sgemm12x32(kc, &packA[ir*kc], &s.packB[jb*kc], &c[off], ldc, init, initStride)
+}
+
+// tileInit returns what a full tile at c[off:] (columns j to j+cols-1 of C) starts from, and the
+// stride of its rows: c itself when the block adds to c, else the bias or zeros, one row repeated.
+func (s *accelWorkspace) tileInit(off, j, cols int, first bool) (*float32, int) {
+	switch {
+	case !first:
+		return &s.c[off], s.ldc
+	case s.bias != nil:
+		return &s.bias[j : j+cols][0], 0
+	default:
+		return &sgemmZeros[0], 0
+	}
 }
 
 // edge6x16 computes the ragged 6x16 tile at rows i0+ir and columns j0+jb of C, cut to the task's
