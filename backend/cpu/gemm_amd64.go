@@ -13,7 +13,9 @@ import (
 // micro-kernel (gemm_amd64.s). Each output element is one lane of one accumulator and gets one FMA
 // per k, in order; the partial sums are stored and reloaded exactly between depth blocks, and edge
 // tiles run the same kernel on a padded copy. So the bits depend neither on the blocking nor on the
-// thread count, and the block sizes below may be tuned freely.
+// thread count, and the block sizes below may be tuned freely. On CPUs with AVX-512F, full 12x32
+// tiles run on a second kernel that reads the same packed panels (two of each) and does the same
+// FMAs in the same order, so it changes the speed but not the bits.
 
 const (
 	sgemmMR = 6    // rows of the micro-tile
