@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/gpt2go/gpt2go/backend/cpu"
 )
 
 // bench --json prints one object holding every figure the text output shows.
@@ -24,6 +26,7 @@ func TestBenchJSONFields(t *testing.T) {
 		PeakGFlops float64   `json:"peak_gflop_per_s"`
 		PctOfPeak  float64   `json:"pct_of_peak"`
 		PeakRSSMB  float64   `json:"peak_rss_mb"`
+		Kernel     string    `json:"matmul_kernel"`
 	}
 	if err := json.Unmarshal([]byte(js), &res); err != nil {
 		t.Fatalf("bench --json %q: %v", js, err)
@@ -39,6 +42,9 @@ func TestBenchJSONFields(t *testing.T) {
 	}
 	if !(res.PeakGFlops > 0 && res.PctOfPeak > 0) {
 		t.Errorf("bench --json has no sgemm peak or %% of peak: %s", js)
+	}
+	if res.Kernel != cpu.MatmulKernel() || res.Kernel == "" {
+		t.Errorf("bench --json matmul_kernel = %q, want %q", res.Kernel, cpu.MatmulKernel())
 	}
 	if runtime.GOOS == "linux" && !(res.PeakRSSMB > 0) {
 		t.Errorf("bench --json peak_rss_mb = %g, want > 0", res.PeakRSSMB)
