@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -60,4 +62,20 @@ func TestBenchText(t *testing.T) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// train --cpuprofile writes a Go CPU profile (a gzip stream) of the run.
+func TestTrainCPUProfile(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "cpu.prof")
+	mustRun(t, trainArgs(prepared(t), filepath.Join(dir, "run"), "--steps", "3", "--cpuprofile", prof)...)
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("--cpuprofile wrote %d bytes that are not a gzip-compressed profile", len(b))
+	}
+	mustFail(t, "--cpuprofile", trainArgs(prepared(t), filepath.Join(dir, "run2"), "--steps", "1",
+		"--cpuprofile", filepath.Join(dir, "no-such-dir", "cpu.prof"))...)
 }
