@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -96,15 +97,22 @@ func TestAttentionFloat32(t *testing.T) {
 }
 
 func testAttentionFloat32(t *testing.T) {
-	const B, T, C, NH = 2, 2*attnKeyBlock + 9, 128, 2
-	r := newRand(9)
+	checkAttentionFloat32(t, newRand(9), 2, 2*attnKeyBlock+9, 128, 2)
+}
+
+// checkAttentionFloat32 runs float32 attention forward and backward on random inputs, with
+// outputs that start as garbage, against the float64 path, and requires one thread to give the
+// bits of testPool's three.
+func checkAttentionFloat32(t *testing.T, r *rand.Rand, B, T, C, NH int) {
+	t.Helper()
 	qkv64, dout64 := randoms[float64](r, B*T*3*C), randoms[float64](r, B*T*C)
-	out64, lse64, dqkv64 := make([]float64, B*T*C), make([]float64, B*NH*T), make([]float64, B*T*3*C)
+	dqkv0 := randoms[float64](r, B*T*3*C) // garbage that the op must overwrite
+	out64, lse64, dqkv64 := make([]float64, B*T*C), make([]float64, B*NH*T), clone(dqkv0)
 	attentionForward(testPool, out64, lse64, qkv64, B, T, C, NH)
 	attentionBackward(testPool, dqkv64, dout64, qkv64, out64, lse64, B, T, C, NH)
 
 	qkv, dout := to32(qkv64), to32(dout64)
-	out, lse, dqkv := make([]float32, B*T*C), make([]float32, B*NH*T), make([]float32, B*T*3*C)
+	out, lse, dqkv := to32(randoms[float64](r, B*T*C)), make([]float32, B*NH*T), to32(dqkv0)
 	attentionForward(testPool, out, lse, qkv, B, T, C, NH)
 	attentionBackward(testPool, dqkv, dout, qkv, out, lse, B, T, C, NH)
 	checkClose(t, "out", out, to32(out64), 1e-5)
@@ -112,7 +120,7 @@ func testAttentionFloat32(t *testing.T) {
 	checkClose(t, "dqkv", dqkv, to32(dqkv64), 1e-4)
 
 	one := &pool{threads: 1}
-	out1, lse1, dqkv1 := make([]float32, B*T*C), make([]float32, B*NH*T), make([]float32, B*T*3*C)
+	out1, lse1, dqkv1 := make([]float32, B*T*C), make([]float32, B*NH*T), to32(dqkv0)
 	attentionForward(one, out1, lse1, qkv, B, T, C, NH)
 	attentionBackward(one, dqkv1, dout, qkv, out1, lse1, B, T, C, NH)
 	checkClose(t, "out with 1 thread", out1, out, 0)
@@ -148,29 +156,7 @@ func TestAttentionPropagatesNaN(t *testing.T) {
 func TestAttentionShortFloat32(t *testing.T) {
 	for _, s := range []struct{ B, T, C, NH int }{{2, 64, 128, 4}, {1, 37, 64, 4}, {3, 1, 32, 1}, {1, 128, 128, 2}, {2, 23, 96, 2}} {
 		t.Run(fmt.Sprintf("B=%d,T=%d,C=%d,NH=%d", s.B, s.T, s.C, s.NH), func(t *testing.T) {
-			B, T, C, NH := s.B, s.T, s.C, s.NH
-			r := newRand(11)
-			qkv64, dout64 := randoms[float64](r, B*T*3*C), randoms[float64](r, B*T*C)
-			dqkv0 := randoms[float64](r, B*T*3*C) // garbage that the op must overwrite
-			out64, lse64, dqkv64 := make([]float64, B*T*C), make([]float64, B*NH*T), clone(dqkv0)
-			attentionForward(testPool, out64, lse64, qkv64, B, T, C, NH)
-			attentionBackward(testPool, dqkv64, dout64, qkv64, out64, lse64, B, T, C, NH)
-
-			qkv, dout := to32(qkv64), to32(dout64)
-			out, lse, dqkv := to32(randoms[float64](r, B*T*C)), make([]float32, B*NH*T), to32(dqkv0)
-			attentionForward(testPool, out, lse, qkv, B, T, C, NH)
-			attentionBackward(testPool, dqkv, dout, qkv, out, lse, B, T, C, NH)
-			checkClose(t, "out", out, to32(out64), 1e-5)
-			checkClose(t, "lse", lse, to32(lse64), 1e-5)
-			checkClose(t, "dqkv", dqkv, to32(dqkv64), 1e-4)
-
-			one := &pool{threads: 1}
-			out1, lse1, dqkv1 := make([]float32, B*T*C), make([]float32, B*NH*T), to32(dqkv0)
-			attentionForward(one, out1, lse1, qkv, B, T, C, NH)
-			attentionBackward(one, dqkv1, dout, qkv, out1, lse1, B, T, C, NH)
-			checkClose(t, "out with 1 thread", out1, out, 0)
-			checkClose(t, "lse with 1 thread", lse1, lse, 0)
-			checkClose(t, "dqkv with 1 thread", dqkv1, dqkv, 0)
+			checkAttentionFloat32(t, newRand(11), s.B, s.T, s.C, s.NH)
 		})
 	}
 }
