@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Builds, on a machine with Go, everything scripts/gpu-check.sh runs on a GPU machine (which has no
-# Go): static binaries in .gpubin/. Then carry .gpubin to the GPU machine and run the check there.
+# Go): stripped static binaries in .gpubin/, and the same packed with the Shakespeare text into
+# .gpupack/ (about 14 MB, what the device tool carries: `carry: [".gpupack"]`). Then, there:
+#   scripts/gpu-check.sh $OUT
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CGO_ENABLED=0
-mkdir -p .gpubin
-go build -o .gpubin/gpt2go ./cmd/gpt2go
+rm -rf .gpubin && mkdir -p .gpubin .gpupack
+go build -ldflags="-s -w" -o .gpubin/gpt2go ./cmd/gpt2go
 for pkg in backend/cuda backend/cpu gpt train; do
-  go test -c -o ".gpubin/$(basename "$pkg").test" "./$pkg"
+  go test -c -ldflags="-s -w" -o ".gpubin/$(basename "$pkg").test" "./$pkg"
 done
-ls -la .gpubin
+tar cJf .gpupack/bin.tar.xz .gpubin
+text=${GPT2GO_SHAKESPEARE:-../shared/data/tinyshakespeare.txt}
+[ -f "$text" ] && cp "$text" .gpupack/tinyshakespeare.txt
+ls -la .gpubin .gpupack

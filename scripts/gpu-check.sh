@@ -1,25 +1,31 @@
 #!/usr/bin/env bash
 # Runs every GPU test and the main GPU benchmarks on a machine with an NVIDIA GPU, then prints one
 # summary table. It builds nothing (the GPU machine may have no Go): run scripts/gpu-build.sh first
-# where Go is, and bring .gpubin/ along. PyTorch (for the peer benchmark) is optional.
+# where Go is, and bring .gpupack/ (or .gpubin/) along. PyTorch (for the peer benchmark) is optional.
 #
-#   scripts/gpu-check.sh [OUTDIR]      (logs go to OUTDIR, default $OUT or /tmp/gpu-check)
+#   scripts/gpu-check.sh [OUTDIR]
+#
+# Logs go to a work folder (/tmp/gpu-check); OUTDIR (default $OUT, when set) gets few files, as the
+# device tool brings back at most 8: summary.txt, profile-124m.txt, char-val-curves.txt and
+# logs.tgz with everything.
 #
 # QUICK=1 shortens the Shakespeare comparison.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-${OUT:-/tmp/gpu-check}}
-mkdir -p "$out"
+out=${1:-${OUT:-}}
+work=/tmp/gpu-check
+rm -rf "$work" && mkdir -p "$work"
 bin=.gpubin
+[ -f .gpupack/bin.tar.xz ] && tar xJf .gpupack/bin.tar.xz
 export GPT2GO_REQUIRE_GPU=1 GPT2GO_REQUIRE_NVRTC=1
-export GPT2GO_KERNEL_CACHE="$out/kernel-cache"
-export GPT2GO_SHAKESPEARE=${GPT2GO_SHAKESPEARE:-$(ls ../shared/data/tinyshakespeare.txt 2>/dev/null || true)}
+export GPT2GO_KERNEL_CACHE="$work/kernel-cache"
+export GPT2GO_SHAKESPEARE=${GPT2GO_SHAKESPEARE:-$(ls .gpupack/tinyshakespeare.txt ../shared/data/tinyshakespeare.txt 2>/dev/null | head -1)}
 py=${PYTHON:-python3}
 rows=()
 row() { rows+=("$(printf '%-44s | %-8s | %s' "$1" "$2" "$3")"); }
 
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1
-echo "GPU: $(cat "$out/gpu.txt")"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$work/gpu.txt" 2>&1
+echo "GPU: $(cat "$work/gpu.txt")"
 # The host CPU: its matmul kernel (AVX-512 where it has it) is tested below with the CPU backend.
 cpumodel=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 grep -q -m1 avx512f /proc/cpuinfo && cpumodel="$cpumodel, avx512f" || cpumodel="$cpumodel, no avx512f"
@@ -33,22 +39,23 @@ for spec in cuda:backend/cuda cpu:backend/cpu gpt:gpt train:train; do
   if [ ! -x "$bin/$t.test" ]; then row "go test ./$dir" "MISSING" "run scripts/gpu-build.sh"; continue; fi
   start=$(date +%s)
   status=PASS
-  (cd "$dir" && "$root/$bin/$t.test" -test.v -test.count=1 > "$out/test-$t.log" 2>&1) || status=FAIL
-  pass=$(grep -c -- '--- PASS' "$out/test-$t.log"); skip=$(grep -c -- '--- SKIP' "$out/test-$t.log"); fail=$(grep -c -- '--- FAIL' "$out/test-$t.log")
+  (cd "$dir" && "$root/$bin/$t.test" -test.v -test.count=1 > "$work/test-$t.log" 2>&1) || status=FAIL
+  pass=$(grep -c -- '--- PASS' "$work/test-$t.log"); skip=$(grep -c -- '--- SKIP' "$work/test-$t.log"); fail=$(grep -c -- '--- FAIL' "$work/test-$t.log")
   row "go test ./$dir" "$status" "$pass pass, $fail fail, $skip skip, $(( $(date +%s) - start )) s"
-  grep -E -- '--- FAIL|--- SKIP|relative L2|skipped' "$out/test-$t.log" | head -60 > "$out/test-$t.summary"
+  grep -E -- '--- FAIL|--- SKIP|relative L2|skipped' "$work/test-$t.log" | head -60 > "$work/test-$t.summary"
 done
 
 # 2. GPT-2 124M training step, B=16 T=1024: gpt2go fp32 and TF32 vs PyTorch eager fp32 and TF32.
 bench() { # name, command...
-  local name=$1; shift
-  if "$@" > "$out/bench-$name.log" 2>&1; then
+  local name=$1 log; shift
+  log=$work/bench-${name// /-}.log
+  if "$@" > "$log" 2>&1; then
     local ms tok
-    ms=$(grep -o '"ms_per_step": *[0-9.]*' "$out/bench-$name.log" | tail -1 | grep -o '[0-9.]*$')
-    tok=$(grep -o '"tok_per_s": *[0-9.]*' "$out/bench-$name.log" | tail -1 | grep -o '[0-9.]*$')
-    row "124M B16 T1024 $name" "ok" "${ms:-?} ms/step, ${tok:-?} tok/s"
+    ms=$(grep -o '"ms_per_step": *[0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')
+    tok=$(grep -o '"tok_per_s": *[0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')
+    row "124M B16 T1024 $name" "ok" "$(printf '%.1f ms/step, %.0f tok/s' "${ms:-0}" "${tok:-0}")"
   else
-    row "124M B16 T1024 $name" "FAIL" "$(tail -1 "$out/bench-$name.log")"
+    row "124M B16 T1024 $name" "FAIL" "$(tail -1 "$log")"
   fi
 }
 bench "gpt2go fp32" "$bin/gpt2go" bench --device cuda --tf32=false --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
@@ -60,30 +67,46 @@ else
   row "PyTorch peer" "SKIP" "no PyTorch with CUDA for $py"
 fi
 
+# Where the 124M TF32 step's time goes: the op table, synced after every op.
+"$bin/gpt2go" profile --device cuda --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 1 --steps 2 \
+  > "$work/profile-124m.txt" 2>&1 || row "profile 124M B16 T1024" "FAIL" "$(tail -1 "$work/profile-124m.txt")"
+
 # 3. Shakespeare char-level: the GPU's loss curve against the CPU's, same seed and recipe.
 if [ -n "$GPT2GO_SHAKESPEARE" ]; then
   steps=2000; [ "${QUICK:-0}" = 1 ] && steps=300
-  common=(train --data "$GPT2GO_SHAKESPEARE" --tokenizer char --n-layer 4 --n-head 4 --n-embd 128 --block-size 64
-          --seq-len 64 --batch-size 12 --steps $steps --lr 1e-3 --min-lr 1e-4 --warmup 100 --eval-every 250
-          --eval-batches 20 --sample-every 0 --ckpt-every 0 --force --cache-dir "$out/cache")
+  common=(train --data "$GPT2GO_SHAKESPEARE" --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --seq-len 64
+          --batch-size 12 --steps $steps --lr 1e-3 --min-lr 1e-4 --lr-schedule cosine --warmup 100 --beta2 0.99
+          --weight-decay 0.1 --grad-clip 1 --shuffle --eval-every 250 --eval-batches 100 --sample-every 0
+          --ckpt-every 0 --log-every 100 --force --cache-dir "$work/cache")
   for dev in cuda cpu; do
     extra=(); [ $dev = cuda ] && extra=(--tf32=false)
     start=$(date +%s)
-    if "$bin/gpt2go" "${common[@]}" --device $dev "${extra[@]}" --out "$out/char-$dev" > "$out/char-$dev.log" 2>&1; then
-      v=$(grep -o '"val_loss":[0-9.]*' "$out/char-$dev/log.jsonl" | tail -1 | cut -d: -f2)
+    if "$bin/gpt2go" "${common[@]}" --device $dev "${extra[@]}" --out "$work/char-$dev" > "$work/char-$dev.log" 2>&1; then
+      v=$(grep -o '"val_loss":[0-9.]*' "$work/char-$dev/log.jsonl" | tail -1 | cut -d: -f2)
       row "shakespeare char $steps steps on $dev" "ok" "final val loss ${v:-?}, $(( $(date +%s) - start )) s"
     else
-      row "shakespeare char on $dev" "FAIL" "$(tail -1 "$out/char-$dev.log")"
+      row "shakespeare char on $dev" "FAIL" "$(tail -1 "$work/char-$dev.log")"
     fi
   done
-  paste <(grep -o '"val_loss":[0-9.]*' "$out/char-cuda/log.jsonl" 2>/dev/null) \
-        <(grep -o '"val_loss":[0-9.]*' "$out/char-cpu/log.jsonl" 2>/dev/null) > "$out/char-val-curves.txt"
+  paste <(grep -o '"val_loss":[0-9.]*' "$work/char-cuda/log.jsonl" 2>/dev/null) \
+        <(grep -o '"val_loss":[0-9.]*' "$work/char-cpu/log.jsonl" 2>/dev/null) > "$work/char-val-curves.txt"
 else
   row "shakespeare char" "SKIP" "no tinyshakespeare.txt (set GPT2GO_SHAKESPEARE)"
 fi
 
-echo
-printf '%-44s | %-8s | %s\n' "check" "status" "result"
-printf -- '-%.0s' {1..100}; echo
-printf '%s\n' "${rows[@]}"
-echo "logs: $out"
+{
+  printf '%-44s | %-8s | %s\n' "check" "status" "result"
+  printf -- '-%.0s' {1..100}; echo
+  printf '%s\n' "${rows[@]}"
+} > "$work/summary.txt"
+echo; sed -n '/^name /,/^$/p' "$work/profile-124m.txt" | head -20
+echo; cat "$work/summary.txt"
+if [ -n "$out" ]; then
+  mkdir -p "$out"
+  cp "$work/summary.txt" "$work/profile-124m.txt" "$out/"
+  [ -f "$work/char-val-curves.txt" ] && cp "$work/char-val-curves.txt" "$out/"
+  tar czf "$out/logs.tgz" -C "$work" --exclude=kernel-cache --exclude=cache --exclude='*.ckpt' --exclude='*.safetensors' .
+  echo "logs: $out/logs.tgz"
+else
+  echo "logs: $work"
+fi
