@@ -32,6 +32,8 @@ type Backend struct {
 	kernels map[string]*Kernel
 	err     error
 
+	naiveAttention bool // tests and benchmarks: the one-row-per-block kernels at every head size
+
 	allocated int64   // bytes from Alloc and AllocInt32
 	peak      float64 // measured matmul FLOP/s, see PeakFLOPS
 	scratch   struct {
@@ -89,11 +91,14 @@ func New(opts Options) (*Backend, error) {
 
 // kernelNames lists the kernels each file defines (checked by a test against the sources).
 var kernelNames = map[string][]string{
-	"attention.cu":    {"attention_forward", "attention_backward_delta", "attention_backward_dq", "attention_backward_dkv"},
+	"attention.cu": {"attention_forward", "attention_backward_delta", "attention_backward_dq", "attention_backward_dkv"},
+	"attention_tiled.cu": {"attention_forward_hs16", "attention_forward_hs32", "attention_forward_hs48", "attention_forward_hs64",
+		"attention_backward_dq_hs16", "attention_backward_dq_hs32", "attention_backward_dq_hs48", "attention_backward_dq_hs64",
+		"attention_backward_dkv_hs16", "attention_backward_dkv_hs32", "attention_backward_dkv_hs48", "attention_backward_dkv_hs64"},
 	"crossentropy.cu": {"crossentropy_forward", "crossentropy_backward"},
 	"elementwise.cu": {"gelu_forward", "gelu_backward", "residual_forward", "residual_backward", "adamw",
 		"sum_squares_partial", "sum_squares_final", "column_sum_partial", "column_sum_reduce"},
-	"encoder.cu":   {"encoder_forward", "encoder_backward_wte", "encoder_backward_wpe"},
+	"encoder.cu":   {"encoder_forward", "encoder_backward_wte", "encoder_backward_wte_index", "encoder_backward_wpe"},
 	"layernorm.cu": {"layernorm_forward", "layernorm_backward", "layernorm_backward_reduce", "residual_layernorm_forward"},
 }
 
@@ -117,6 +122,7 @@ func (be *Backend) Allocated() int64 { return be.allocated }
 type buf struct {
 	ptr uintptr
 	n   int
+	idx *tokenIndex // int32 buffers: the encoder backward's token index of the last upload
 }
 
 func (b *buf) Len() int { return b.n }
@@ -170,11 +176,23 @@ func (be *Backend) Upload(dst backend.Buf, src []float32) {
 	}
 }
 
-// UploadInt32 copies src into dst[:len(src)].
+// UploadInt32 copies src into dst[:len(src)]. Token ids in [0, 1<<20) also get an index that
+// lets EncoderBackward add each token's gradient rows in parallel and in a fixed order (see
+// tokenIndex): built here on the host, where the tokens are, so the step needs no sync for it.
 func (be *Backend) UploadInt32(dst backend.Buf, src []int32) {
-	if be.err == nil && len(src) > 0 {
-		be.fail(be.g.HtoD(ptrOf(dst), unsafe.Pointer(&src[0]), int64(len(src))*4))
+	if be.err != nil || len(src) == 0 {
+		return
 	}
+	be.fail(be.g.HtoD(ptrOf(dst), unsafe.Pointer(&src[0]), int64(len(src))*4))
+	b := dst.(*buf)
+	if b.idx == nil {
+		b.idx = &tokenIndex{}
+	}
+	if !b.idx.build(src) {
+		return
+	}
+	be.ensure(&b.idx.dev, &b.idx.devN, int64(3*b.n+1), 4)
+	be.fail(be.g.HtoD(b.idx.dev, unsafe.Pointer(&b.idx.host[0]), int64(len(b.idx.host))*4))
 }
 
 // Download copies src[:len(dst)] into dst, waiting for the GPU. After a failure it fills dst

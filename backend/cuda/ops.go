@@ -11,10 +11,36 @@ import (
 const (
 	threads    = 256 // elementwise kernels
 	rowWarps   = 8   // layernorm: rows (warps) per block
-	lnRows     = 32  // layernorm backward: rows per block (one warp each)
+	lnRows     = 8   // layernorm backward: rows per block (one warp each); more blocks hide latency
 	colRows    = 256 // bias gradient: rows per partial sum
 	attThreads = 128 // attention: threads per (batch, head, row) block
+	attTile    = 64  // tiled attention: rows per block (ATT_TILE in attention_tiled.cu)
 )
+
+// tiledAttention names the tiled attention kernels by head size (attention_tiled.cu); other head
+// sizes take the one-row-per-block kernels of attention.cu.
+var tiledAttention = map[int]struct{ forward, dq, dkv string }{
+	16: {"attention_forward_hs16", "attention_backward_dq_hs16", "attention_backward_dkv_hs16"},
+	32: {"attention_forward_hs32", "attention_backward_dq_hs32", "attention_backward_dkv_hs32"},
+	48: {"attention_forward_hs48", "attention_backward_dq_hs48", "attention_backward_dkv_hs48"},
+	64: {"attention_forward_hs64", "attention_backward_dq_hs64", "attention_backward_dkv_hs64"},
+}
+
+// attentionTiles returns the tiled kernels for head size HS and the grid that covers B*NH heads
+// of T rows, or ok false when HS has none or an input the kernels copy in 16-byte pieces is not
+// 16-byte aligned.
+func (be *Backend) attentionTiles(B, T, NH, HS int, inputs ...backend.Buf) (k struct{ forward, dq, dkv string }, grid int, ok bool) {
+	k, ok = tiledAttention[HS]
+	if !ok || be.naiveAttention {
+		return k, 0, false
+	}
+	for _, in := range inputs {
+		if ptrOf(in)%16 != 0 {
+			return k, 0, false
+		}
+	}
+	return k, (T + attTile - 1) / attTile * B * NH, true
+}
 
 func (be *Backend) EncoderForward(out, tokens, wte, wpe backend.Buf, B, T, C int) {
 	n := int64(B * T * C)
@@ -23,10 +49,21 @@ func (be *Backend) EncoderForward(out, tokens, wte, wpe backend.Buf, B, T, C int
 	})
 }
 
+// EncoderBackward adds each token's rows of dout in position order, as the CPU does. With the
+// index UploadInt32 built for tokens, a block per (distinct token, 256 channels) does it in
+// parallel; without one (tokens is a view, or was not uploaded whole), one thread per channel
+// walks all positions.
 func (be *Backend) EncoderBackward(dwte, dwpe, dout, tokens backend.Buf, B, T, C int) {
-	be.launch("EncoderBackward", "encoder_backward_wte", Blocks(int64(C), 128), 128, 0, func(k *Kernel) {
-		k.Ptr(ptrOf(dwte)).Ptr(ptrOf(dout)).Ptr(ptrOf(tokens)).Int(B * T).Int(C)
-	})
+	if idx := tokens.(*buf).idx; idx != nil && idx.n == B*T && idx.dev != 0 {
+		cblocks := Blocks(int64(C), threads)
+		be.launch("EncoderBackward", "encoder_backward_wte_index", idx.distinct*cblocks, threads, 0, func(k *Kernel) {
+			k.Ptr(ptrOf(dwte)).Ptr(ptrOf(dout)).Ptr(idx.dev).Int(idx.distinct).Int(B * T).Int(C)
+		})
+	} else {
+		be.launch("EncoderBackward", "encoder_backward_wte", Blocks(int64(C), 128), 128, 0, func(k *Kernel) {
+			k.Ptr(ptrOf(dwte)).Ptr(ptrOf(dout)).Ptr(ptrOf(tokens)).Int(B * T).Int(C)
+		})
+	}
 	if dwpe != nil {
 		be.launch("EncoderBackward", "encoder_backward_wpe", Blocks(int64(T*C), threads), threads, 0, func(k *Kernel) {
 			k.Ptr(ptrOf(dwpe)).Ptr(ptrOf(dout)).Int(B).Int(T).Int(C)
@@ -54,7 +91,7 @@ func (be *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, me
 		k.Ptr(ptrOf(dinp)).Ptr(partial).Ptr(ptrOf(dout)).Ptr(ptrOf(inp)).Ptr(ptrOf(weight)).Ptr(ptrOf(mean)).Ptr(ptrOf(rstd)).
 			Int(N).Int(C).Int(lnRows)
 	})
-	be.launch("LayerNormBackward", "layernorm_backward_reduce", Blocks(int64(C), threads), threads, 0, func(k *Kernel) {
+	be.launch("LayerNormBackward", "layernorm_backward_reduce", Blocks(int64(C), WarpSize), 8*WarpSize, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(dweight)).Ptr(ptrOf(dbias)).Ptr(partial).Int(blocks).Int(C)
 	})
 }
@@ -110,6 +147,12 @@ func (be *Backend) afterOp(op string) {
 
 func (be *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int) {
 	HS := C / NH
+	if k, grid, ok := be.attentionTiles(B, T, NH, HS, qkv); ok {
+		be.launch("AttentionForward", k.forward, grid, attTile, 0, func(k *Kernel) {
+			k.Ptr(ptrOf(out)).Ptr(ptrOf(lse)).Ptr(ptrOf(qkv)).Int(B).Int(T).Int(C).Int(NH)
+		})
+		return
+	}
 	shared := (T + HS + WarpSize) * 4
 	be.launch("AttentionForward", "attention_forward", B*NH*T, attThreads, shared, func(k *Kernel) {
 		k.Ptr(ptrOf(out)).Ptr(ptrOf(lse)).Ptr(ptrOf(qkv)).Int(B).Int(T).Int(C).Int(NH)
@@ -123,6 +166,14 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T
 	be.launch("AttentionBackward", "attention_backward_delta", Blocks(rows, threads), threads, 0, func(k *Kernel) {
 		k.Ptr(delta).Ptr(ptrOf(dout)).Ptr(ptrOf(out)).Int(B).Int(T).Int(C).Int(NH)
 	})
+	if k, grid, ok := be.attentionTiles(B, T, NH, HS, qkv, dout); ok {
+		for _, name := range []string{k.dq, k.dkv} {
+			be.launch("AttentionBackward", name, grid, 2*attTile, 0, func(k *Kernel) {
+				k.Ptr(ptrOf(dqkv)).Ptr(ptrOf(dout)).Ptr(ptrOf(qkv)).Ptr(ptrOf(lse)).Ptr(delta).Int(B).Int(T).Int(C).Int(NH)
+			})
+		}
+		return
+	}
 	be.launch("AttentionBackward", "attention_backward_dq", int(rows), attThreads, (T+2*HS)*4, func(k *Kernel) {
 		k.Ptr(ptrOf(dqkv)).Ptr(ptrOf(dout)).Ptr(ptrOf(qkv)).Ptr(ptrOf(lse)).Ptr(delta).Int(B).Int(T).Int(C).Int(NH)
 	})

@@ -21,6 +21,25 @@ extern "C" __global__ void encoder_backward_wte(float* dwte, const float* dout, 
     }
 }
 
+// encoder_backward_wte_index: the same sums in parallel, from the host-built index (tokenIndex in
+// Go): index = order(BT) | start(U+1) | token(U), where order lists the positions grouped by
+// token, each group in increasing position, and group u is order[start[u] : start[u+1]], of token
+// token[u]. Block (u, cb) of a 1-D grid U * ceil(C/blockDim) takes token u's channels
+// [cb*blockDim, (cb+1)*blockDim) and adds the group's rows in position order: the serial kernel's
+// order, so the same bits.
+extern "C" __global__ void encoder_backward_wte_index(float* dwte, const float* dout, const int* index, int U, int BT, int C) {
+    int cblocks = (C + blockDim.x - 1) / blockDim.x;
+    int u = blockIdx.x / cblocks, c = (blockIdx.x % cblocks) * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int* order = index;
+    const int* start = index + BT;
+    const int* token = start + U + 1;
+    float* dst = dwte + (long)token[u] * C + c;
+    float acc = *dst;
+    for (int i = start[u]; i < start[u + 1]; i++) acc += dout[(long)order[i] * C + c];
+    *dst = acc;
+}
+
 // encoder_backward_wpe: dwpe(T,C)[t] += sum over b of dout(B,T,C)[b,t]. One thread per (t, c).
 extern "C" __global__ void encoder_backward_wpe(float* dwpe, const float* dout, int B, int T, int C) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

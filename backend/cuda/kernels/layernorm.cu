@@ -62,17 +62,31 @@ extern "C" __global__ void layernorm_backward(float* dinp, float* partial, const
 }
 
 // layernorm_backward_reduce: dweight(C) += sum of partial[k,0,:], dbias(C) += sum of partial[k,1,:]
-// over k = 0..blocks-1 in order. One thread per channel.
+// over k = 0..blocks-1. A block of 8 warps takes 32 channels: warp w sums k = w, w+8, ... and the
+// eight warp sums are added in warp order, a fixed order. blockDim.x = 256, grid ceil(C/32).
 extern "C" __global__ void layernorm_backward_reduce(float* dweight, float* dbias, const float* partial, int blocks, int C) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float w = 0, b = 0;
-    for (int k = 0; k < blocks; k++) {
-        w += partial[(long)k * 2 * C + c];
-        b += partial[(long)k * 2 * C + C + c];
+    __shared__ float sw[8][WARP], sb[8][WARP];
+    int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
+    int c = blockIdx.x * WARP + lane;
+    float a = 0, b = 0;
+    if (c < C) {
+        for (int k = w; k < blocks; k += 8) {
+            a += partial[(long)k * 2 * C + c];
+            b += partial[(long)k * 2 * C + C + c];
+        }
     }
-    dweight[c] += w;
-    dbias[c] += b;
+    sw[w][lane] = a;
+    sb[w][lane] = b;
+    __syncthreads();
+    if (w == 0 && c < C) {
+        a = b = 0;
+        for (int i = 0; i < 8; i++) {
+            a += sw[i][lane];
+            b += sb[i][lane];
+        }
+        dweight[c] += a;
+        dbias[c] += b;
+    }
 }
 
 // residual_layernorm_forward: residual(N,C) = a + b, then layernorm_forward of residual into

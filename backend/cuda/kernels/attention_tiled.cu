@@ -1,0 +1,376 @@
+// Tiled causal attention for head sizes 16, 32, 48 and 64 (every GPT-2 preset has 64): the same
+// math as attention.cu, whose one-row-per-block kernels remain for other head sizes, but each
+// block takes a 64-row tile of one (b, h) and streams the other side's 64-row tiles through shared
+// memory, so every key and value read from global memory serves 64 rows. Nothing (T,T) is stored:
+// the forward keeps an online softmax (running max m and sum l) and the backward recomputes the
+// probabilities from lse, as FlashAttention does, all in fp32 FMAs.
+//
+// Shapes (as attention.cu): qkv (B,T,3C) holds q, k, v side by side, each NH heads of HS = C/NH;
+// out and dout (B,T,C); lse and delta (B,NH,T); dqkv (B,T,3C), overwritten.
+//
+// Grid: one block per (row tile, b*NH + h), 1-D, the tiles with the most work first. Each row's HS
+// is split between two lanes (adjacent threads) that add their halves of a dot product with a
+// shuffle. The forward gives a lane pair two query rows (64 threads); dq and dkv give each query
+// or key row a lane pair (128 threads). Inner loops take 16 rows (dq: 8) of the
+// streamed tile at a time so that many dot products are in flight. Every output element is written by one thread
+// and summed in a fixed order: no atomics, the same bits every run.
+
+#define ATT_TILE 64
+#define ATT_CHUNK 16
+#define ATT_DQ_CHUNK 8 // dq keeps three HS vectors in registers: 16 rows at a time spill
+
+// Shared tiles hold 64 rows of HS floats, stride HS+4, with 4 floats of padding between the two
+// halves of a row, so the two lanes of a row read different banks.
+template <int HS>
+__device__ __forceinline__ int att_col(int d) { return d + (d >= HS / 2 ? 4 : 0); }
+
+// att_load starts copying rows [r0, r0+64) of one head's HS columns (rows rowStride floats apart)
+// into sh; rows at or past T become zeros. att_loaded waits for the copies; a __syncthreads must
+// follow before other threads read them. On sm_80 and later the copies are cp.async, 16 bytes
+// each, global to shared without passing through registers, all in flight at once (the source
+// must be 16-byte aligned: the backend checks); before sm_80, plain loads.
+template <int HS>
+__device__ __forceinline__ void att_load(float* sh, const float* src, long rowStride, int r0, int T) {
+#if __CUDA_ARCH__ >= 800
+    constexpr int Q = HS / 4; // 16-byte pieces per row
+#pragma unroll 4
+    for (int i = threadIdx.x; i < ATT_TILE * Q; i += blockDim.x) {
+        int r = i / Q, d = (i % Q) * 4;
+        bool live = r0 + r < T;
+        const float* g = src + (long)(live ? r0 + r : 0) * rowStride + d; // a valid address even when zero-filling
+        unsigned dst = (unsigned)__cvta_generic_to_shared(sh + r * (HS + 4) + att_col<HS>(d));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(g), "r"(live ? 16 : 0));
+    }
+#else
+    for (int i = threadIdx.x; i < ATT_TILE * HS; i += blockDim.x) {
+        int r = i / HS, d = i % HS;
+        sh[r * (HS + 4) + att_col<HS>(d)] = r0 + r < T ? src[(long)(r0 + r) * rowStride + d] : 0.0f;
+    }
+#endif
+}
+
+__device__ __forceinline__ void att_loaded() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
+// reload_barrier stops the compiler from keeping a chunk's shared-memory values in registers from
+// its dot products to its updates: that would hold 16 rows of HS floats live and spill. Reading
+// them again from shared memory is cheap.
+__device__ __forceinline__ void reload_barrier() { asm volatile("" ::: "memory"); }
+
+__device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+
+__device__ __forceinline__ float dot4(float4 a, float4 b, float acc) {
+    acc = fmaf(a.x, b.x, acc);
+    acc = fmaf(a.y, b.y, acc);
+    acc = fmaf(a.z, b.z, acc);
+    return fmaf(a.w, b.w, acc);
+}
+
+__device__ __forceinline__ float4 axpy4(float a, float4 x, float4 y) {
+    return make_float4(fmaf(a, x.x, y.x), fmaf(a, x.y, y.y), fmaf(a, x.z, y.z), fmaf(a, x.w, y.w));
+}
+
+// att_chunks is how many ch-row chunks of the streamed tile starting at row s0 any of this block's
+// rows [r0, r0+64) can see (causal: rows s <= r), capped by T.
+__device__ __forceinline__ int att_chunks(int s0, int r0, int T, int ch) {
+    int last = min(r0 + ATT_TILE, T) - 1 - s0; // the last streamed row any query here sees
+    return min(ATT_TILE / ch, last / ch + 1);
+}
+
+// att_forward: thread pair p (lanes 0 and 1, each half of HS) takes query rows p and p+32 of the
+// tile, so each key and value read from shared memory serves two rows. 64 threads.
+template <int HS>
+__device__ __forceinline__ void att_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+    constexpr int RS = HS + 4, HD = HS / 2, NV = HD / 4, R = 2;
+    __shared__ __align__(16) float Ks[ATT_TILE * RS];
+    __shared__ __align__(16) float Vs[ATT_TILE * RS];
+    int tiles = (T + ATT_TILE - 1) / ATT_TILE, BH = B * NH;
+    int qt = tiles - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
+    int pr = threadIdx.x >> 1, lane = threadIdx.x & 1, off = lane * (HD + 4);
+    int rows[R] = {pr, pr + ATT_TILE / 2}, tc[R];
+    long rs = 3L * C;
+    const float* base = qkv + (long)b * T * rs + h * HS;
+    float scale = rsqrtf((float)HS);
+
+    att_load<HS>(Ks, base, rs, qt * ATT_TILE, T); // this tile's queries, read back into registers
+    att_loaded();
+    __syncthreads();
+    float4 q[R][NV], o[R][NV];
+    float m[R], l[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        tc[r] = min(qt * ATT_TILE + rows[r], T - 1);
+        m[r] = -INFINITY;
+        l[r] = 0;
+#pragma unroll
+        for (int i = 0; i < NV; i++) {
+            q[r][i] = ld4(&Ks[rows[r] * RS + off + 4 * i]);
+            o[r][i] = make_float4(0, 0, 0, 0);
+        }
+    }
+    for (int kt = 0; kt <= qt; kt++) {
+        __syncthreads(); // everyone is done with the previous tile
+        att_load<HS>(Ks, base + C, rs, kt * ATT_TILE, T);
+        att_load<HS>(Vs, base + 2 * C, rs, kt * ATT_TILE, T);
+        att_loaded();
+        __syncthreads();
+        int chunks = att_chunks(kt * ATT_TILE, qt * ATT_TILE, T, ATT_CHUNK);
+#pragma unroll 1
+        for (int c = 0; c < chunks; c++) {
+            int u0 = kt * ATT_TILE + c * ATT_CHUNK;
+            const float* kc = Ks + c * ATT_CHUNK * RS + off;
+            const float* vc = Vs + c * ATT_CHUNK * RS + off;
+            float s[R][ATT_CHUNK];
+#pragma unroll
+            for (int j = 0; j < ATT_CHUNK; j++) s[0][j] = s[1][j] = 0;
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+#pragma unroll
+                for (int j = 0; j < ATT_CHUNK; j++) {
+                    float4 k = ld4(&kc[j * RS + 4 * i]);
+                    s[0][j] = dot4(q[0][i], k, s[0][j]);
+                    s[1][j] = dot4(q[1][i], k, s[1][j]);
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                // Row t always sees key 0 in its first chunk, so m is finite from then on and a
+                // chunk wholly after the row only adds exp(-inf) = 0.
+                float mc = -INFINITY;
+#pragma unroll
+                for (int j = 0; j < ATT_CHUNK; j++) {
+                    s[r][j] += __shfl_xor_sync(0xffffffffu, s[r][j], 1);
+                    s[r][j] = u0 + j <= tc[r] ? s[r][j] * scale : -INFINITY;
+                    mc = fmaxf(mc, s[r][j]);
+                }
+                float mn = fmaxf(m[r], mc), corr = expf(m[r] - mn);
+                l[r] *= corr;
+#pragma unroll
+                for (int j = 0; j < ATT_CHUNK; j++) {
+                    s[r][j] = expf(s[r][j] - mn);
+                    l[r] += s[r][j];
+                }
+#pragma unroll
+                for (int i = 0; i < NV; i++) o[r][i] = make_float4(o[r][i].x * corr, o[r][i].y * corr, o[r][i].z * corr, o[r][i].w * corr);
+                m[r] = mn;
+            }
+            reload_barrier();
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+#pragma unroll
+                for (int j = 0; j < ATT_CHUNK; j++) {
+                    float4 v = ld4(&vc[j * RS + 4 * i]);
+                    o[0][i] = axpy4(s[0][j], v, o[0][i]);
+                    o[1][i] = axpy4(s[1][j], v, o[1][i]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        int t = qt * ATT_TILE + rows[r];
+        if (t < T) {
+            float* dst = out + ((long)b * T + t) * C + h * HS + lane * HD;
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                dst[4 * i] = o[r][i].x / l[r];
+                dst[4 * i + 1] = o[r][i].y / l[r];
+                dst[4 * i + 2] = o[r][i].z / l[r];
+                dst[4 * i + 3] = o[r][i].w / l[r];
+            }
+            if (lane == 0) lse[(long)bh * T + t] = m[r] + logf(l[r]);
+        }
+    }
+}
+
+// att_store_half writes one lane's half of a row: v[i] times scale at dst[4i..4i+3].
+template <int NV>
+__device__ __forceinline__ void att_store_half(float* dst, const float4* v, float scale) {
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        dst[4 * i] = v[i].x * scale;
+        dst[4 * i + 1] = v[i].y * scale;
+        dst[4 * i + 2] = v[i].z * scale;
+        dst[4 * i + 3] = v[i].w * scale;
+    }
+}
+
+// att_backward_dq: dq[t] = scale * sum over u <= t of ds[t,u] k[u], with p = exp(s - lse[t]),
+// dp = dout[t].v[u], ds = p (dp - delta[t]). Block: 64 query rows, two lanes a row (128 threads).
+template <int HS, int CH>
+__device__ __forceinline__ void att_backward_dq(float* dqkv, const float* dout, const float* qkv, const float* lse,
+                                                const float* delta, int B, int T, int C, int NH) {
+    constexpr int RS = HS + 4, HD = HS / 2, NV = HD / 4;
+    __shared__ __align__(16) float Ks[ATT_TILE * RS];
+    __shared__ __align__(16) float Vs[ATT_TILE * RS];
+    int tiles = (T + ATT_TILE - 1) / ATT_TILE, BH = B * NH;
+    int qt = tiles - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
+    int r = threadIdx.x >> 1, lane = threadIdx.x & 1, off = lane * (HD + 4);
+    int t = qt * ATT_TILE + r, tc = min(t, T - 1);
+    long rs = 3L * C;
+    const float* base = qkv + (long)b * T * rs + h * HS;
+    const float* dob = dout + (long)b * T * C + h * HS;
+    float scale = rsqrtf((float)HS);
+
+    att_load<HS>(Ks, base, rs, qt * ATT_TILE, T);
+    att_load<HS>(Vs, dob, C, qt * ATT_TILE, T);
+    att_loaded();
+    __syncthreads();
+    float4 q[NV], dy[NV], dq[NV];
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        q[i] = ld4(&Ks[r * RS + off + 4 * i]);
+        dy[i] = ld4(&Vs[r * RS + off + 4 * i]);
+        dq[i] = make_float4(0, 0, 0, 0);
+    }
+    float L = lse[(long)bh * T + tc], D = delta[(long)bh * T + tc];
+    for (int kt = 0; kt <= qt; kt++) {
+        __syncthreads();
+        att_load<HS>(Ks, base + C, rs, kt * ATT_TILE, T);
+        att_load<HS>(Vs, base + 2 * C, rs, kt * ATT_TILE, T);
+        att_loaded();
+        __syncthreads();
+        int chunks = att_chunks(kt * ATT_TILE, qt * ATT_TILE, T, CH);
+#pragma unroll 1
+        for (int c = 0; c < chunks; c++) {
+            int u0 = kt * ATT_TILE + c * CH;
+            const float* kc = Ks + c * CH * RS + off;
+            const float* vc = Vs + c * CH * RS + off;
+            float s[CH], dp[CH];
+#pragma unroll
+            for (int j = 0; j < CH; j++) s[j] = dp[j] = 0;
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+#pragma unroll
+                for (int j = 0; j < CH; j++) {
+                    s[j] = dot4(q[i], ld4(&kc[j * RS + 4 * i]), s[j]);
+                    dp[j] = dot4(dy[i], ld4(&vc[j * RS + 4 * i]), dp[j]);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < CH; j++) {
+                s[j] += __shfl_xor_sync(0xffffffffu, s[j], 1);
+                dp[j] += __shfl_xor_sync(0xffffffffu, dp[j], 1);
+            }
+#pragma unroll
+            for (int j = 0; j < CH; j++) { // masked by a select, not a branch: the loop stays unrolled
+                float p = expf(u0 + j <= tc ? s[j] * scale - L : -INFINITY);
+                s[j] = p * (dp[j] - D);
+            }
+            reload_barrier();
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+#pragma unroll
+                for (int j = 0; j < CH; j++) dq[i] = axpy4(s[j], ld4(&kc[j * RS + 4 * i]), dq[i]);
+            }
+        }
+    }
+    if (t < T) att_store_half<NV>(dqkv + ((long)b * T + t) * rs + h * HS + lane * HD, dq, scale);
+}
+
+// att_backward_dkv: for key u, summing over the queries t >= u, dk[u] = scale * sum ds[t,u] q[t]
+// and dv[u] = sum p[t,u] dout[t]. Block: 64 key rows, two lanes a row (128 threads), walking the
+// query tiles from the diagonal to the end.
+template <int HS>
+__device__ __forceinline__ void att_backward_dkv(float* dqkv, const float* dout, const float* qkv, const float* lse,
+                                                 const float* delta, int B, int T, int C, int NH) {
+    constexpr int RS = HS + 4, HD = HS / 2, NV = HD / 4;
+    __shared__ __align__(16) float Qs[ATT_TILE * RS];
+    __shared__ __align__(16) float Ds[ATT_TILE * RS];
+    __shared__ float Ls[ATT_TILE], Dl[ATT_TILE];
+    int tiles = (T + ATT_TILE - 1) / ATT_TILE, BH = B * NH;
+    int kt = blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
+    int r = threadIdx.x >> 1, lane = threadIdx.x & 1, off = lane * (HD + 4);
+    int u = kt * ATT_TILE + r;
+    long rs = 3L * C;
+    const float* base = qkv + (long)b * T * rs + h * HS;
+    const float* dob = dout + (long)b * T * C + h * HS;
+    float scale = rsqrtf((float)HS);
+
+    att_load<HS>(Qs, base + C, rs, kt * ATT_TILE, T); // this tile's keys and values
+    att_load<HS>(Ds, base + 2 * C, rs, kt * ATT_TILE, T);
+    att_loaded();
+    __syncthreads();
+    float4 k[NV], v[NV], dk[NV], dv[NV];
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        k[i] = ld4(&Qs[r * RS + off + 4 * i]);
+        v[i] = ld4(&Ds[r * RS + off + 4 * i]);
+        dk[i] = dv[i] = make_float4(0, 0, 0, 0);
+    }
+    for (int qt = kt; qt < tiles; qt++) {
+        __syncthreads();
+        att_load<HS>(Qs, base, rs, qt * ATT_TILE, T);
+        att_load<HS>(Ds, dob, C, qt * ATT_TILE, T);
+        for (int i = threadIdx.x; i < ATT_TILE; i += blockDim.x) {
+            int tt = qt * ATT_TILE + i;
+            Ls[i] = tt < T ? lse[(long)bh * T + tt] : INFINITY;
+            Dl[i] = tt < T ? delta[(long)bh * T + tt] : 0.0f;
+        }
+        att_loaded();
+        __syncthreads();
+        int chunks = min(ATT_TILE / ATT_CHUNK, (T - 1 - qt * ATT_TILE) / ATT_CHUNK + 1);
+#pragma unroll 1
+        for (int c = 0; c < chunks; c++) {
+            int t0 = qt * ATT_TILE + c * ATT_CHUNK;
+            const float* qc = Qs + c * ATT_CHUNK * RS + off;
+            const float* dc = Ds + c * ATT_CHUNK * RS + off;
+            float s[ATT_CHUNK], dp[ATT_CHUNK];
+#pragma unroll
+            for (int j = 0; j < ATT_CHUNK; j++) s[j] = dp[j] = 0;
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+#pragma unroll
+                for (int j = 0; j < ATT_CHUNK; j++) {
+                    s[j] = dot4(k[i], ld4(&qc[j * RS + 4 * i]), s[j]);
+                    dp[j] = dot4(v[i], ld4(&dc[j * RS + 4 * i]), dp[j]);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < ATT_CHUNK; j++) {
+                s[j] += __shfl_xor_sync(0xffffffffu, s[j], 1);
+                dp[j] += __shfl_xor_sync(0xffffffffu, dp[j], 1);
+            }
+#pragma unroll
+            for (int j = 0; j < ATT_CHUNK; j++) { // rows past T have lse = +inf, so p = 0 there
+                float p = expf(t0 + j >= u ? s[j] * scale - Ls[c * ATT_CHUNK + j] : -INFINITY);
+                dp[j] = p * (dp[j] - Dl[c * ATT_CHUNK + j]); // ds
+                s[j] = p;
+            }
+            reload_barrier();
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+#pragma unroll
+                for (int j = 0; j < ATT_CHUNK; j++) {
+                    dk[i] = axpy4(dp[j], ld4(&qc[j * RS + 4 * i]), dk[i]);
+                    dv[i] = axpy4(s[j], ld4(&dc[j * RS + 4 * i]), dv[i]);
+                }
+            }
+        }
+    }
+    if (u < T) {
+        float* dst = dqkv + ((long)b * T + u) * rs + h * HS + lane * HD;
+        att_store_half<NV>(dst + C, dk, scale);
+        att_store_half<NV>(dst + 2 * C, dv, 1.0f);
+    }
+}
+
+// The entry points, one per head size. Launch: grid tiles * B * NH, blocks of 64 (forward) or 128.
+extern "C" __global__ void __launch_bounds__(64) attention_forward_hs16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) { att_forward<16>(out, lse, qkv, B, T, C, NH); }
+extern "C" __global__ void __launch_bounds__(64) attention_forward_hs32(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) { att_forward<32>(out, lse, qkv, B, T, C, NH); }
+extern "C" __global__ void __launch_bounds__(64) attention_forward_hs48(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) { att_forward<48>(out, lse, qkv, B, T, C, NH); }
+extern "C" __global__ void __launch_bounds__(64) attention_forward_hs64(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) { att_forward<64>(out, lse, qkv, B, T, C, NH); }
+
+#define ATT_BWD_ARGS float *dqkv, const float *dout, const float *qkv, const float *lse, const float *delta, int B, int T, int C, int NH
+#define ATT_BWD_CALL dqkv, dout, qkv, lse, delta, B, T, C, NH
+extern "C" __global__ void __launch_bounds__(128) attention_backward_dq_hs16(ATT_BWD_ARGS) { att_backward_dq<16, ATT_DQ_CHUNK>(ATT_BWD_CALL); }
+extern "C" __global__ void __launch_bounds__(128) attention_backward_dq_hs32(ATT_BWD_ARGS) { att_backward_dq<32, ATT_DQ_CHUNK>(ATT_BWD_CALL); }
+extern "C" __global__ void __launch_bounds__(128) attention_backward_dq_hs48(ATT_BWD_ARGS) { att_backward_dq<48, ATT_DQ_CHUNK>(ATT_BWD_CALL); }
+extern "C" __global__ void __launch_bounds__(128) attention_backward_dq_hs64(ATT_BWD_ARGS) { att_backward_dq<64, ATT_DQ_CHUNK>(ATT_BWD_CALL); }
+extern "C" __global__ void __launch_bounds__(128) attention_backward_dkv_hs16(ATT_BWD_ARGS) { att_backward_dkv<16>(ATT_BWD_CALL); }
+extern "C" __global__ void __launch_bounds__(128) attention_backward_dkv_hs32(ATT_BWD_ARGS) { att_backward_dkv<32>(ATT_BWD_CALL); }
+extern "C" __global__ void __launch_bounds__(128) attention_backward_dkv_hs48(ATT_BWD_ARGS) { att_backward_dkv<48>(ATT_BWD_CALL); }
+extern "C" __global__ void __launch_bounds__(128) attention_backward_dkv_hs64(ATT_BWD_ARGS) { att_backward_dkv<64>(ATT_BWD_CALL); }

@@ -1,0 +1,70 @@
+package cuda
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gpt2go/gpt2go/backend/cpu"
+)
+
+func TestTokenIndex(t *testing.T) {
+	var x tokenIndex
+	tokens := []int32{5, 2, 5, 0, 2, 5, 9}
+	if !x.build(tokens) {
+		t.Fatal("build refused valid tokens")
+	}
+	n, u := len(tokens), x.distinct
+	order, start, token := x.host[:n], x.host[n:n+u+1], x.host[n+u+1:]
+	if want := []int32{3, 1, 4, 0, 2, 5, 6}; !slices.Equal(order, want) {
+		t.Errorf("order %v, want %v", order, want)
+	}
+	if want := []int32{0, 1, 3, 6, 7}; !slices.Equal(start, want) {
+		t.Errorf("start %v, want %v", start, want)
+	}
+	if want := []int32{0, 2, 5, 9}; !slices.Equal(token, want) {
+		t.Errorf("token %v, want %v", token, want)
+	}
+	// Reuse with a smaller batch, then refuse ids the table cannot hold.
+	if !x.build([]int32{1, 1}) || x.distinct != 1 || !slices.Equal(x.host, []int32{0, 1, 0, 2, 1}) {
+		t.Errorf("rebuild: distinct %d host %v", x.distinct, x.host)
+	}
+	if x.build([]int32{3, -1}) || x.build([]int32{maxIndexedToken}) || x.n != 0 {
+		t.Error("out-of-range ids must leave no index")
+	}
+	// Every token distinct: the index is at its largest, 3n+1.
+	long := make([]int32, 5000)
+	for i := range long {
+		long[i] = int32(len(long) - i)
+	}
+	if !x.build(long) || x.distinct != len(long) || len(x.host) != 3*len(long)+1 || x.host[0] != int32(len(long)-1) {
+		t.Errorf("all distinct: distinct %d, %d ints", x.distinct, len(x.host))
+	}
+	if allocs := testing.AllocsPerRun(10, func() { x.build(tokens) }); allocs != 0 {
+		t.Errorf("rebuilding allocates %v times", allocs)
+	}
+}
+
+// EncoderBackward gives the CPU's bits both with the token index (a whole upload) and without it
+// (a view of the tokens).
+func TestEncoderBackwardPaths(t *testing.T) {
+	g := gpu(t, false)
+	r := &rig{t: t, cpu: cpu.New(0), gpu: g, rng: rand.New(rand.NewPCG(5, 6))}
+	const B, T, C, V = 4, 50, 200, 7 // few distinct tokens: long groups
+	whole, tok := r.tokens(B*T, V), r.tokens(B*T+3, V)
+	if idx := whole.g.(*buf).idx; idx == nil || idx.n != B*T {
+		t.Fatal("a whole upload of tokens built no index")
+	}
+	view := &pair{c: r.cpu.View(tok.c, 3, B*T), g: g.View(tok.g, 3, B*T)}
+	for name, tk := range map[string]*pair{"index": whole, "serial": view} {
+		dout, dwte := r.rand(B*T*C, 1), r.rand(V*C, 1)
+		r.cpu.EncoderBackward(dwte.c, nil, dout.c, tk.c, B, T, C)
+		g.EncoderBackward(dwte.g, nil, dout.g, tk.g, B, T, C)
+		want, got := make([]float32, V*C), make([]float32, V*C)
+		r.cpu.Download(want, dwte.c)
+		g.Download(got, dwte.g)
+		if !slices.Equal(want, got) {
+			t.Errorf("%s: dwte differs from the CPU's", name)
+		}
+	}
+}
