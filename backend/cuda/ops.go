@@ -15,6 +15,11 @@ const (
 	colRows    = 256 // bias gradient: rows per partial sum
 	attThreads = 128 // attention: threads per (batch, head, row) block
 	attTile    = 64  // tiled attention: rows per block (ATT_TILE in attention_tiled.cu)
+
+	// Dynamic shared memory of the head-size-64 backward kernels (attention_tiled.cu): four or
+	// five 64x68 tiles, and dkv's two 64-float rows.
+	mm64DQShared  = 5 * attTile * 68 * 4
+	mm64DKVShared = (6*attTile*68 + 2*attTile) * 4
 )
 
 // tiledAttention names the tiled attention kernels by head size (attention_tiled.cu); other head
@@ -167,11 +172,16 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T
 		k.Ptr(delta).Ptr(ptrOf(dout)).Ptr(ptrOf(out)).Int(B).Int(T).Int(C).Int(NH)
 	})
 	if k, grid, ok := be.attentionTiles(B, T, NH, HS, qkv, dout); ok {
-		for _, name := range []string{k.dq, k.dkv} {
-			be.launch("AttentionBackward", name, grid, 2*attTile, 0, func(k *Kernel) {
-				k.Ptr(ptrOf(dqkv)).Ptr(ptrOf(dout)).Ptr(ptrOf(qkv)).Ptr(ptrOf(lse)).Ptr(delta).Int(B).Int(T).Int(C).Int(NH)
-			})
+		dq, dkv, block, dqShared, dkvShared := k.dq, k.dkv, 2*attTile, 0, 0
+		if HS == 64 && !be.noAttentionMM && be.g.Info.MaxSharedOpt >= mm64DKVShared {
+			dq, dkv, block, dqShared, dkvShared = "attention_backward_dq_mm64", "attention_backward_dkv_mm64", 256, mm64DQShared, mm64DKVShared
 		}
+		be.launch("AttentionBackward", dq, grid, block, dqShared, func(k *Kernel) {
+			k.Ptr(ptrOf(dqkv)).Ptr(ptrOf(dout)).Ptr(ptrOf(qkv)).Ptr(ptrOf(lse)).Ptr(delta).Int(B).Int(T).Int(C).Int(NH)
+		})
+		be.launch("AttentionBackward", dkv, grid, block, dkvShared, func(k *Kernel) {
+			k.Ptr(ptrOf(dqkv)).Ptr(ptrOf(dout)).Ptr(ptrOf(qkv)).Ptr(ptrOf(lse)).Ptr(delta).Int(B).Int(T).Int(C).Int(NH)
+		})
 		return
 	}
 	be.launch("AttentionBackward", "attention_backward_dq", int(rows), attThreads, (T+2*HS)*4, func(k *Kernel) {

@@ -253,13 +253,13 @@ func TestAttentionShapes(t *testing.T) {
 			shapes = append(shapes, shape{2, T, 3, hs})
 		}
 	}
-	shapes = append(shapes, shape{1, 300, 2, 64})
-	for _, naive := range []bool{false, true} {
-		g.naiveAttention = naive
+	shapes = append(shapes, shape{1, 300, 2, 64}, shape{1, 64, 1, 64}, shape{2, 200, 1, 64}, shape{3, 5, 1, 32})
+	for _, mode := range []string{"tiled", "two-lane", "naive"} {
+		g.naiveAttention, g.noAttentionMM = mode == "naive", mode == "two-lane"
 		for _, s := range shapes {
 			for _, scale := range []float64{1, 4} {
 				B, T, NH, C := s.B, s.T, s.NH, s.NH*s.HS
-				name := fmt.Sprintf("naive=%v B=%d T=%d NH=%d HS=%d scale=%g", naive, B, T, NH, s.HS, scale)
+				name := fmt.Sprintf("%s B=%d T=%d NH=%d HS=%d scale=%g", mode, B, T, NH, s.HS, scale)
 				qkv, out, lse := r.rand(B*T*3*C, scale), r.rand(B*T*C, 1), r.rand(B*NH*T, 1)
 				if T == 37 && s.HS == 64 { // a view 4 bytes past alignment takes the one-row kernels
 					q := r.rand(B*T*3*C+1, scale)
@@ -290,7 +290,8 @@ func TestAttentionShapes(t *testing.T) {
 }
 
 // BenchmarkAttention times forward and backward at GPT-2 124M's shape (B=8 T=1024 NH=12 HS=64),
-// tiled and one-row-per-block.
+// tiled (head size 64's backward as matrix products), with the two-lane backward, and one row
+// per block.
 func BenchmarkAttention(b *testing.B) {
 	be, err := New(Options{})
 	if err != nil {
@@ -309,9 +310,9 @@ func BenchmarkAttention(b *testing.B) {
 	}
 	// causal attention: 2*HS FLOPs per (query, key) pair forward, 7*HS backward (dq and dkv recompute s and dp).
 	pairs := float64(B*NH) * float64(T) * float64(T+1) / 2
-	for _, naive := range []bool{false, true} {
-		be.naiveAttention = naive
-		b.Run(fmt.Sprintf("forward/naive=%v", naive), func(b *testing.B) {
+	for _, mode := range []string{"tiled", "two-lane", "naive"} {
+		be.naiveAttention, be.noAttentionMM = mode == "naive", mode == "two-lane"
+		b.Run("forward/"+mode, func(b *testing.B) {
 			for b.Loop() {
 				be.AttentionForward(bufs["out"], bufs["lse"], bufs["qkv"], B, T, C, NH)
 				if err := be.Sync(); err != nil {
@@ -320,7 +321,7 @@ func BenchmarkAttention(b *testing.B) {
 			}
 			b.ReportMetric(pairs*2*2*HS*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
-		b.Run(fmt.Sprintf("backward/naive=%v", naive), func(b *testing.B) {
+		b.Run("backward/"+mode, func(b *testing.B) {
 			for b.Loop() {
 				be.AttentionBackward(bufs["dqkv"], bufs["dout"], bufs["qkv"], bufs["out"], bufs["lse"], B, T, C, NH)
 				if err := be.Sync(); err != nil {

@@ -25,11 +25,11 @@ template <int HS>
 __device__ __forceinline__ int att_col(int d) { return d + (d >= HS / 2 ? 4 : 0); }
 
 // att_load starts copying rows [r0, r0+64) of one head's HS columns (rows rowStride floats apart)
-// into sh; rows at or past T become zeros. att_loaded waits for the copies; a __syncthreads must
+// into sh, split in halves as att_col says (SPLIT) or as plain rows; rows at or past T become zeros. att_loaded waits for the copies; a __syncthreads must
 // follow before other threads read them. On sm_80 and later the copies are cp.async, 16 bytes
 // each, global to shared without passing through registers, all in flight at once (the source
 // must be 16-byte aligned: the backend checks); before sm_80, plain loads.
-template <int HS>
+template <int HS, bool SPLIT = true>
 __device__ __forceinline__ void att_load(float* sh, const float* src, long rowStride, int r0, int T) {
 #if __CUDA_ARCH__ >= 800
     constexpr int Q = HS / 4; // 16-byte pieces per row
@@ -38,13 +38,13 @@ __device__ __forceinline__ void att_load(float* sh, const float* src, long rowSt
         int r = i / Q, d = (i % Q) * 4;
         bool live = r0 + r < T;
         const float* g = src + (long)(live ? r0 + r : 0) * rowStride + d; // a valid address even when zero-filling
-        unsigned dst = (unsigned)__cvta_generic_to_shared(sh + r * (HS + 4) + att_col<HS>(d));
+        unsigned dst = (unsigned)__cvta_generic_to_shared(sh + r * (HS + 4) + (SPLIT ? att_col<HS>(d) : d));
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(g), "r"(live ? 16 : 0));
     }
 #else
     for (int i = threadIdx.x; i < ATT_TILE * HS; i += blockDim.x) {
         int r = i / HS, d = i % HS;
-        sh[r * (HS + 4) + att_col<HS>(d)] = r0 + r < T ? src[(long)(r0 + r) * rowStride + d] : 0.0f;
+        sh[r * (HS + 4) + (SPLIT ? att_col<HS>(d) : d)] = r0 + r < T ? src[(long)(r0 + r) * rowStride + d] : 0.0f;
     }
 #endif
 }
@@ -374,3 +374,167 @@ extern "C" __global__ void __launch_bounds__(128) attention_backward_dkv_hs16(AT
 extern "C" __global__ void __launch_bounds__(128) attention_backward_dkv_hs32(ATT_BWD_ARGS) { att_backward_dkv<32>(ATT_BWD_CALL); }
 extern "C" __global__ void __launch_bounds__(128) attention_backward_dkv_hs48(ATT_BWD_ARGS) { att_backward_dkv<48>(ATT_BWD_CALL); }
 extern "C" __global__ void __launch_bounds__(128) attention_backward_dkv_hs64(ATT_BWD_ARGS) { att_backward_dkv<64>(ATT_BWD_CALL); }
+
+// ---- Backward for HS = 64 as small matrix products ---------------------------------------------
+// The two-lane kernels above keep three or four HS vectors per row in registers and read every
+// streamed row once per row they serve: shared-memory bound, with little occupancy. These treat a
+// 64x64 tile pair as matrix products instead. 256 threads form a 16x16 grid (ty, tx). A tile of
+// scores is 4x4 per thread at rows ty+16i and columns tx+16j (interleaved, so the rows a quarter
+// warp reads fall in different banks); the HS-wide products are 4 rows (ty*4+i) by 4 columns
+// (tx*4..tx*4+3) per thread. Each shared-memory read feeds 4 or 16 FMAs. Dynamic shared memory:
+// dq 87,040 bytes, dkv 104,960 (the backend opts in, and falls back where a GPU has less).
+
+#define PS 68 // row stride of the probability and dS tiles
+
+// mm_rows: acc[i][j] += A[ty+16i] . B[tx+16j] over HS (tiles of 64 rows, stride HS+4).
+template <int HS>
+__device__ __forceinline__ void mm_rows(float acc[4][4], const float* A, const float* B, int ty, int tx) {
+    constexpr int RS = HS + 4;
+#pragma unroll 4
+    for (int d = 0; d < HS; d += 4) {
+        float4 a[4], b[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            a[i] = ld4(&A[(ty + 16 * i) * RS + d]);
+            b[i] = ld4(&B[(tx + 16 * i) * RS + d]);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) acc[i][j] = dot4(a[i], b[j], acc[i][j]);
+        }
+    }
+}
+
+// mm_cols: acc[i] += sum over r < 64 of P[r][ty*4+i] * X[r][tx*4 .. tx*4+3] (P stride PS, X stride
+// HS+4; HS = 64, so the 16 tx cover the row).
+template <int HS>
+__device__ __forceinline__ void mm_cols(float4 acc[4], const float* P, const float* X, int ty, int tx) {
+    constexpr int RS = HS + 4;
+#pragma unroll 4
+    for (int r = 0; r < ATT_TILE; r++) {
+        float4 p = ld4(&P[r * PS + ty * 4]), x = ld4(&X[r * RS + tx * 4]);
+        acc[0] = axpy4(p.x, x, acc[0]);
+        acc[1] = axpy4(p.y, x, acc[1]);
+        acc[2] = axpy4(p.z, x, acc[2]);
+        acc[3] = axpy4(p.w, x, acc[3]);
+    }
+}
+
+// att_store_rows writes rows r0+ty*4+i (those below T) of one head's 64 columns at column offset
+// col of rows rowStride apart: acc[i] times scale at columns tx*4..tx*4+3.
+__device__ __forceinline__ void att_store_rows(float* dst, const float4* acc, float scale, long rowStride, int r0, int T,
+                                               int ty, int tx) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int r = r0 + ty * 4 + i;
+        if (r < T) {
+            float* p = dst + (long)r * rowStride + tx * 4;
+            p[0] = acc[i].x * scale;
+            p[1] = acc[i].y * scale;
+            p[2] = acc[i].z * scale;
+            p[3] = acc[i].w * scale;
+        }
+    }
+}
+
+// attention_backward_dq_mm64: dq of a 64-query tile, over the key tiles up to the diagonal.
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_mm64(ATT_BWD_ARGS) {
+    constexpr int HS = 64, RS = HS + 4;
+    extern __shared__ __align__(16) float sm[];
+    float *Qs = sm, *Os = Qs + ATT_TILE * RS, *Ks = Os + ATT_TILE * RS, *Vs = Ks + ATT_TILE * RS;
+    float* Ss = Vs + ATT_TILE * RS; // dS, as [key][query]
+    int tiles = (T + ATT_TILE - 1) / ATT_TILE, BH = B * NH;
+    int qt = tiles - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
+    int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    long rs = 3L * C;
+    const float* base = qkv + (long)b * T * rs + h * HS;
+    const float* dob = dout + (long)b * T * C + h * HS;
+    float scale = rsqrtf((float)HS);
+    att_load<HS, false>(Qs, base, rs, qt * ATT_TILE, T);
+    att_load<HS, false>(Os, dob, C, qt * ATT_TILE, T);
+    float L[4], D[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int t = min(qt * ATT_TILE + ty + 16 * i, T - 1);
+        L[i] = lse[(long)bh * T + t];
+        D[i] = delta[(long)bh * T + t];
+    }
+    float4 dq[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) dq[i] = make_float4(0, 0, 0, 0);
+    for (int kt = 0; kt <= qt; kt++) {
+        __syncthreads(); // everyone is done with the previous key tile and dS
+        att_load<HS, false>(Ks, base + C, rs, kt * ATT_TILE, T);
+        att_load<HS, false>(Vs, base + 2 * C, rs, kt * ATT_TILE, T);
+        att_loaded();
+        __syncthreads();
+        float s[4][4] = {}, dp[4][4] = {};
+        mm_rows<HS>(s, Qs, Ks, ty, tx);
+        mm_rows<HS>(dp, Os, Vs, ty, tx);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int t = qt * ATT_TILE + ty + 16 * i, u = kt * ATT_TILE + tx + 16 * j;
+                float p = expf(u <= t ? s[i][j] * scale - L[i] : -INFINITY);
+                Ss[(tx + 16 * j) * PS + ty + 16 * i] = p * (dp[i][j] - D[i]);
+            }
+        }
+        __syncthreads();
+        mm_cols<HS>(dq, Ss, Ks, ty, tx);
+    }
+    att_store_rows(dqkv + (long)b * T * rs + h * HS, dq, scale, rs, qt * ATT_TILE, T, ty, tx);
+}
+
+// attention_backward_dkv_mm64: dk and dv of a 64-key tile, over the query tiles from the diagonal.
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dkv_mm64(ATT_BWD_ARGS) {
+    constexpr int HS = 64, RS = HS + 4;
+    extern __shared__ __align__(16) float sm[];
+    float *Ks = sm, *Vs = Ks + ATT_TILE * RS, *Qs = Vs + ATT_TILE * RS, *Os = Qs + ATT_TILE * RS;
+    float *Ps = Os + ATT_TILE * RS, *Ss = Ps + ATT_TILE * PS; // p and dS, as [query][key]
+    float *Ls = Ss + ATT_TILE * PS, *Dl = Ls + ATT_TILE;
+    int tiles = (T + ATT_TILE - 1) / ATT_TILE, BH = B * NH;
+    int kt = blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
+    int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    long rs = 3L * C;
+    const float* base = qkv + (long)b * T * rs + h * HS;
+    const float* dob = dout + (long)b * T * C + h * HS;
+    float scale = rsqrtf((float)HS);
+    att_load<HS, false>(Ks, base + C, rs, kt * ATT_TILE, T);
+    att_load<HS, false>(Vs, base + 2 * C, rs, kt * ATT_TILE, T);
+    float4 dk[4], dv[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) dk[i] = dv[i] = make_float4(0, 0, 0, 0);
+    for (int qt = kt; qt < tiles; qt++) {
+        __syncthreads(); // everyone is done with the previous query tile, p and dS
+        att_load<HS, false>(Qs, base, rs, qt * ATT_TILE, T);
+        att_load<HS, false>(Os, dob, C, qt * ATT_TILE, T);
+        if (threadIdx.x < ATT_TILE) { // rows past T: lse +inf, so p = 0
+            int t = qt * ATT_TILE + threadIdx.x;
+            Ls[threadIdx.x] = t < T ? lse[(long)bh * T + t] : INFINITY;
+            Dl[threadIdx.x] = t < T ? delta[(long)bh * T + t] : 0.0f;
+        }
+        att_loaded();
+        __syncthreads();
+        float s[4][4] = {}, dp[4][4] = {};
+        mm_rows<HS>(s, Ks, Qs, ty, tx);
+        mm_rows<HS>(dp, Vs, Os, ty, tx);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int u = kt * ATT_TILE + ty + 16 * i, t = qt * ATT_TILE + tx + 16 * j;
+                float p = expf(t >= u ? s[i][j] * scale - Ls[tx + 16 * j] : -INFINITY);
+                Ps[(tx + 16 * j) * PS + ty + 16 * i] = p;
+                Ss[(tx + 16 * j) * PS + ty + 16 * i] = p * (dp[i][j] - Dl[tx + 16 * j]);
+            }
+        }
+        __syncthreads();
+        mm_cols<HS>(dv, Ps, Os, ty, tx);
+        mm_cols<HS>(dk, Ss, Qs, ty, tx);
+    }
+    float* dst = dqkv + (long)b * T * rs + h * HS;
+    att_store_rows(dst + C, dk, scale, rs, kt * ATT_TILE, T, ty, tx);
+    att_store_rows(dst + 2 * C, dv, 1.0f, rs, kt * ATT_TILE, T, ty, tx);
+}
