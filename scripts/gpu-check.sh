@@ -45,6 +45,14 @@ for spec in cuda:backend/cuda cpu:backend/cpu gpt:gpt train:train; do
   grep -E -- '--- FAIL|--- SKIP|relative L2|skipped' "$work/test-$t.log" | head -60 > "$work/test-$t.summary"
 done
 
+# Attention kernels alone at GPT-2 124M's shape (B=8 T=1024 NH=12 HS=64).
+(cd backend/cuda && "$root/$bin/cuda.test" -test.run XXX -test.bench Attention -test.benchtime 5x > "$work/bench-attention.log" 2>&1)
+for dir in forward backward; do
+  line=$(grep "BenchmarkAttention/$dir/tiled" "$work/bench-attention.log" | head -1)
+  [ -n "$line" ] && row "attention $dir B8 T1024 HS64 (tiled)" "ok" "$(echo "$line" | awk '{printf "%.3f ms, %s GFLOP/s", $3/1e6, $5}')" \
+    || row "attention $dir benchmark" "FAIL" "$(tail -1 "$work/bench-attention.log")"
+done
+
 # 2. GPT-2 124M training step, B=16 T=1024: gpt2go fp32 and TF32 vs PyTorch eager fp32 and TF32.
 bench() { # name, command...
   local name=$1 log; shift

@@ -33,7 +33,7 @@ type Backend struct {
 	err     error
 
 	naiveAttention bool // tests and benchmarks: the one-row-per-block kernels at every head size
-	noAttentionMM  bool // tests and benchmarks: the two-lane backward kernels at head size 64
+	noAttentionMM  bool // tests and benchmarks: the two-lane kernels at head size 64
 
 	allocated int64   // bytes from Alloc and AllocInt32
 	peak      float64 // measured matmul FLOP/s, see PeakFLOPS
@@ -96,7 +96,7 @@ var kernelNames = map[string][]string{
 	"attention_tiled.cu": {"attention_forward_hs16", "attention_forward_hs32", "attention_forward_hs48", "attention_forward_hs64",
 		"attention_backward_dq_hs16", "attention_backward_dq_hs32", "attention_backward_dq_hs48", "attention_backward_dq_hs64",
 		"attention_backward_dkv_hs16", "attention_backward_dkv_hs32", "attention_backward_dkv_hs48", "attention_backward_dkv_hs64",
-		"attention_backward_dq_mm64", "attention_backward_dkv_mm64"},
+		"attention_forward_mm64", "attention_backward_dq_mm64", "attention_backward_dkv_mm64"},
 	"crossentropy.cu": {"crossentropy_forward", "crossentropy_backward"},
 	"elementwise.cu": {"gelu_forward", "gelu_backward", "residual_forward", "residual_backward", "adamw",
 		"sum_squares_partial", "sum_squares_final", "column_sum_partial", "column_sum_reduce"},

@@ -16,11 +16,18 @@ const (
 	attThreads = 128 // attention: threads per (batch, head, row) block
 	attTile    = 64  // tiled attention: rows per block (ATT_TILE in attention_tiled.cu)
 
-	// Dynamic shared memory of the head-size-64 backward kernels (attention_tiled.cu): four or
-	// five 64x68 tiles, and dkv's two 64-float rows.
+	// Dynamic shared memory of the head-size-64 kernels (attention_tiled.cu): four to six 64x68
+	// tiles and two 64-float rows.
+	mm64FwdShared = (4*attTile*68 + 2*attTile) * 4
 	mm64DQShared  = 5 * attTile * 68 * 4
 	mm64DKVShared = (6*attTile*68 + 2*attTile) * 4
 )
+
+// useMM64 says whether head size HS takes the attention kernels written as tile products, which
+// need more than the default 48 KiB of shared memory per block.
+func (be *Backend) useMM64(HS int) bool {
+	return HS == 64 && !be.noAttentionMM && be.g.Info.MaxSharedOpt >= mm64DKVShared
+}
 
 // tiledAttention names the tiled attention kernels by head size (attention_tiled.cu); other head
 // sizes take the one-row-per-block kernels of attention.cu.
@@ -153,7 +160,11 @@ func (be *Backend) afterOp(op string) {
 func (be *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int) {
 	HS := C / NH
 	if k, grid, ok := be.attentionTiles(B, T, NH, HS, qkv); ok {
-		be.launch("AttentionForward", k.forward, grid, attTile, 0, func(k *Kernel) {
+		name, block, shared := k.forward, attTile, 0
+		if be.useMM64(HS) {
+			name, block, shared = "attention_forward_mm64", 256, mm64FwdShared
+		}
+		be.launch("AttentionForward", name, grid, block, shared, func(k *Kernel) {
 			k.Ptr(ptrOf(out)).Ptr(ptrOf(lse)).Ptr(ptrOf(qkv)).Int(B).Int(T).Int(C).Int(NH)
 		})
 		return
@@ -173,7 +184,7 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T
 	})
 	if k, grid, ok := be.attentionTiles(B, T, NH, HS, qkv, dout); ok {
 		dq, dkv, block, dqShared, dkvShared := k.dq, k.dkv, 2*attTile, 0, 0
-		if HS == 64 && !be.noAttentionMM && be.g.Info.MaxSharedOpt >= mm64DKVShared {
+		if be.useMM64(HS) {
 			dq, dkv, block, dqShared, dkvShared = "attention_backward_dq_mm64", "attention_backward_dkv_mm64", 256, mm64DQShared, mm64DKVShared
 		}
 		be.launch("AttentionBackward", dq, grid, block, dqShared, func(k *Kernel) {

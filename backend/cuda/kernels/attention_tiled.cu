@@ -538,3 +538,95 @@ extern "C" __global__ void __launch_bounds__(256) attention_backward_dkv_mm64(AT
     att_store_rows(dst + C, dk, scale, rs, kt * ATT_TILE, T, ty, tx);
     att_store_rows(dst + 2 * C, dv, 1.0f, rs, kt * ATT_TILE, T, ty, tx);
 }
+
+// attention_forward_mm64: the forward at head size 64 as tile products. s = q k^T is 4x4 per
+// thread at rows ty+16i, columns tx+16j; the 16 threads of a row (one half warp) share its running
+// max and sum by shuffles. p goes to shared memory as [key][query], and out += p v runs as 4 rows
+// (ty*4+i) by 4 columns per thread; since those rows belong to other threads' softmax, each row's
+// rescale factor and final sum pass through shared memory too. Dynamic shared memory: 70,144 bytes.
+extern "C" __global__ void __launch_bounds__(256) attention_forward_mm64(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+    constexpr int HS = 64, RS = HS + 4;
+    extern __shared__ __align__(16) float sm[];
+    float *Qs = sm, *Ks = Qs + ATT_TILE * RS, *Vs = Ks + ATT_TILE * RS, *Ps = Vs + ATT_TILE * RS;
+    float *Cs = Ps + ATT_TILE * PS, *Ls = Cs + ATT_TILE; // per query row: rescale factor, final sum
+    int tiles = (T + ATT_TILE - 1) / ATT_TILE, BH = B * NH;
+    int qt = tiles - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
+    int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    long rs = 3L * C;
+    const float* base = qkv + (long)b * T * rs + h * HS;
+    float scale = rsqrtf((float)HS);
+    att_load<HS, false>(Qs, base, rs, qt * ATT_TILE, T);
+    float m[4], l[4];
+    float4 o[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0;
+        o[i] = make_float4(0, 0, 0, 0);
+    }
+    for (int kt = 0; kt <= qt; kt++) {
+        __syncthreads(); // everyone is done with the previous key tile, p and the factors
+        att_load<HS, false>(Ks, base + C, rs, kt * ATT_TILE, T);
+        att_load<HS, false>(Vs, base + 2 * C, rs, kt * ATT_TILE, T);
+        att_loaded();
+        __syncthreads();
+        float s[4][4] = {};
+        mm_rows<HS>(s, Qs, Ks, ty, tx);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            // Every row sees key 0 in the first tile and its own key on the diagonal, so the
+            // row max is finite and masked keys add exp(-inf) = 0.
+            int t = qt * ATT_TILE + ty + 16 * i;
+            float mc = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int u = kt * ATT_TILE + tx + 16 * j;
+                s[i][j] = u <= t ? s[i][j] * scale : -INFINITY;
+                mc = fmaxf(mc, s[i][j]);
+            }
+#pragma unroll
+            for (int o2 = 1; o2 < 16; o2 <<= 1) mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, o2));
+            float mn = fmaxf(m[i], mc), corr = expf(m[i] - mn), sum = 0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float p = expf(s[i][j] - mn);
+                Ps[(tx + 16 * j) * PS + ty + 16 * i] = p;
+                sum += p;
+            }
+#pragma unroll
+            for (int o2 = 1; o2 < 16; o2 <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o2);
+            l[i] = l[i] * corr + sum;
+            m[i] = mn;
+            if (tx == 0) Cs[ty + 16 * i] = corr;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float c = Cs[ty * 4 + i];
+            o[i] = make_float4(o[i].x * c, o[i].y * c, o[i].z * c, o[i].w * c);
+        }
+        mm_cols<HS>(o, Ps, Vs, ty, tx);
+    }
+    if (tx == 0) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int t = qt * ATT_TILE + ty + 16 * i;
+            Ls[ty + 16 * i] = l[i];
+            if (t < T) lse[(long)bh * T + t] = m[i] + logf(l[i]);
+        }
+    }
+    __syncthreads();
+    float* dst = out + (long)b * T * C + h * HS;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int t = qt * ATT_TILE + ty * 4 + i;
+        if (t < T) {
+            float L = Ls[ty * 4 + i];
+            float* p = dst + (long)t * C + tx * 4;
+            p[0] = o[i].x / L;
+            p[1] = o[i].y / L;
+            p[2] = o[i].z / L;
+            p[3] = o[i].w / L;
+        }
+    }
+}
