@@ -53,6 +53,18 @@ for dir in forward backward; do
     || row "attention $dir benchmark" "FAIL" "$(tail -1 "$work/bench-attention.log")"
 done
 
+# The host CPU's sgemm with its best kernel (AVX-512 where it has it) against the AVX2 kernel, at
+# the 124M model's forward shapes on all cores, interleaved twice.
+sg=()
+for round in 1 2; do
+  for k in default avx2; do
+    v=$(cd backend/cpu && GPT2GO_SGEMM=$([ $k = avx2 ] && echo avx2) "$root/$bin/cpu.test" -test.run XXX \
+        -test.bench 'Sgemm/fwd/M=256,N=(768,K=3072|50304)' -test.benchtime 20x 2>/dev/null | awk '/GFLOP/ {printf "%s ", $(NF-1)}')
+    sg+=("$k: $v")
+  done
+done
+row "host sgemm GFLOP/s (fwd 256x768x3072, LM head)" "info" "${sg[*]}"
+
 # 2. GPT-2 124M training step, B=16 T=1024: gpt2go fp32 and TF32 vs PyTorch eager fp32 and TF32.
 bench() { # name, command...
   local name=$1 log; shift
@@ -100,6 +112,33 @@ if [ -n "$GPT2GO_SHAKESPEARE" ]; then
         <(grep -o '"val_loss":[0-9.]*' "$work/char-cpu/log.jsonl" 2>/dev/null) > "$work/char-val-curves.txt"
 else
   row "shakespeare char" "SKIP" "no tinyshakespeare.txt (set GPT2GO_SHAKESPEARE)"
+fi
+
+# 4. The command line on the GPU: --device auto picks it, sample and eval run on it (eval's loss
+# matches the CPU's), and a model that cannot fit stops before allocating, with a clear message.
+if "$bin/gpt2go" train --steps 20 --log-every 10 --sample-every 0 --ckpt-every 0 --force --cache-dir "$work/cache" \
+    --out "$work/auto" > "$work/auto.log" 2>&1; then
+  row "train --device auto (default)" "ok" "$(grep -m1 -o 'cuda:[0-9][^,]*' "$work/auto.log" || echo 'did not say cuda')"
+else
+  row "train --device auto (default)" "FAIL" "$(tail -1 "$work/auto.log")"
+fi
+if [ -d "$work/char-cuda" ]; then
+  if "$bin/gpt2go" sample --ckpt "$work/char-cuda" --device cuda --tokens 60 --prompt "ROMEO:" > "$work/sample.log" 2>&1; then
+    row "sample --device cuda" "ok" "$(tr '\n' ' ' < "$work/sample.log" | tail -c 70)"
+  else
+    row "sample --device cuda" "FAIL" "$(tail -1 "$work/sample.log")"
+  fi
+  for dev in cuda cpu; do
+    "$bin/gpt2go" eval --ckpt "$work/char-cuda" --device $dev --tf32=false --text "$GPT2GO_SHAKESPEARE" \
+      > "$work/eval-$dev.log" 2>&1 || echo "FAILED" >> "$work/eval-$dev.log"
+  done
+  row "eval on cuda | on cpu" "$(grep -q FAILED "$work"/eval-*.log && echo FAIL || echo ok)" \
+    "$(grep -o 'loss [0-9.]* | perplexity [0-9.]*' "$work/eval-cuda.log") | $(grep -o 'loss [0-9.]* | perplexity [0-9.]*' "$work/eval-cpu.log")"
+fi
+if "$bin/gpt2go" bench --device cuda --model gpt2-xl --batch-size 512 --seq-len 1024 --steps 1 > "$work/oom.log" 2>&1; then
+  row "a model too big for the GPU" "FAIL" "gpt2-xl at B=512 T=1024 did not stop"
+else
+  row "a model too big for the GPU" "ok" "$(tail -1 "$work/oom.log" | cut -c1-150)"
 fi
 
 {
