@@ -116,8 +116,8 @@ fi
 
 # 4. The command line on the GPU: --device auto picks it, sample and eval run on it (eval's loss
 # matches the CPU's), and a model that cannot fit stops before allocating, with a clear message.
-if "$bin/gpt2go" train --steps 20 --log-every 10 --sample-every 0 --ckpt-every 0 --force --cache-dir "$work/cache" \
-    --out "$work/auto" > "$work/auto.log" 2>&1; then
+if "$bin/gpt2go" train --data "${GPT2GO_SHAKESPEARE:-go}" --steps 20 --log-every 10 --sample-every 0 --ckpt-every 0 \
+    --force --cache-dir "$work/cache" --out "$work/auto" > "$work/auto.log" 2>&1; then
   row "train --device auto (default)" "ok" "$(grep -m1 -o 'cuda:[0-9][^,]*' "$work/auto.log" || echo 'did not say cuda')"
 else
   row "train --device auto (default)" "FAIL" "$(tail -1 "$work/auto.log")"

@@ -101,7 +101,7 @@ var kernelNames = map[string][]string{
 	"elementwise.cu": {"gelu_forward", "gelu_backward", "residual_forward", "residual_backward", "adamw",
 		"sum_squares_partial", "sum_squares_final", "column_sum_partial", "column_sum_reduce"},
 	"encoder.cu":   {"encoder_forward", "encoder_backward_wte", "encoder_backward_wte_index", "encoder_backward_wpe"},
-	"layernorm.cu": {"layernorm_forward", "layernorm_backward", "layernorm_backward_reduce", "residual_layernorm_forward"},
+	"layernorm.cu": {"layernorm_forward", "layernorm_backward", "layernorm_backward4", "layernorm_backward_reduce", "residual_layernorm_forward"},
 }
 
 // Name says which GPU and matmul precision.

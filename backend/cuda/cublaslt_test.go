@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -42,4 +43,28 @@ func TestMatmulUnalignedViews(t *testing.T) {
 	r.check("MatmulBackward dinp (unaligned)", dx, 2e-3)
 	r.check("MatmulBackward dweight (unaligned)", dw, 2e-3)
 	r.check("MatmulBackward dbias (unaligned)", db, 1e-5)
+}
+
+// LayerNormBackward has a 16-byte path and a scalar one, for rows that are not 16-byte aligned.
+func TestLayerNormBackwardPaths(t *testing.T) {
+	g := gpu(t, false)
+	c := cpu.New(0)
+	r := &rig{t: t, cpu: c, gpu: g, rng: rand.New(rand.NewPCG(5, 8))}
+	const N, C = 37, 64
+	for _, off := range []int{0, 1} {
+		view := func(p *pair, n int) *pair {
+			return &pair{c: c.View(p.c, off, n), g: g.View(p.g, off, n)}
+		}
+		x, dout, w := view(r.rand(N*C+1, 2), N*C), view(r.rand(N*C+1, 1), N*C), view(r.rand(C+1, 1), C)
+		out, mean, rstd, bias := r.rand(N*C, 1), r.rand(N, 1), r.rand(N, 1), r.rand(C, 1)
+		c.LayerNormForward(out.c, mean.c, rstd.c, x.c, w.c, bias.c, N, C)
+		g.LayerNormForward(out.g, mean.g, rstd.g, x.g, w.g, bias.g, N, C)
+		dx, dw, db := view(r.rand(N*C+1, 1), N*C), r.rand(C, 1), r.rand(C, 1)
+		c.LayerNormBackward(dx.c, dw.c, db.c, dout.c, x.c, w.c, mean.c, rstd.c, N, C)
+		g.LayerNormBackward(dx.g, dw.g, db.g, dout.g, x.g, w.g, mean.g, rstd.g, N, C)
+		name := fmt.Sprintf("offset %d", off)
+		r.check(name+" dinp", dx, 1e-5)
+		r.check(name+" dweight", dw, 1e-5)
+		r.check(name+" dbias", db, 1e-5)
+	}
 }

@@ -23,6 +23,16 @@ const (
 	mm64DKVShared = (6*attTile*68 + 2*attTile) * 4
 )
 
+// aligned16 says whether every buffer starts on a 16-byte boundary (for float4 and cp.async).
+func aligned16(bufs ...backend.Buf) bool {
+	for _, b := range bufs {
+		if ptrOf(b)%16 != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // useMM64 says whether head size HS takes the attention kernels written as tile products, which
 // need more than the default 48 KiB of shared memory per block.
 func (be *Backend) useMM64(HS int) bool {
@@ -46,10 +56,8 @@ func (be *Backend) attentionTiles(B, T, NH, HS int, inputs ...backend.Buf) (k st
 	if !ok || be.naiveAttention {
 		return k, 0, false
 	}
-	for _, in := range inputs {
-		if ptrOf(in)%16 != 0 {
-			return k, 0, false
-		}
+	if !aligned16(inputs...) {
+		return k, 0, false
 	}
 	return k, (T + attTile - 1) / attTile * B * NH, true
 }
@@ -99,7 +107,11 @@ func (be *Backend) ResidualLayerNormForward(residual, out, mean, rstd, a, b, wei
 func (be *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd backend.Buf, N, C int) {
 	blocks := Blocks(int64(N), lnRows)
 	partial := be.ensure(&be.scratch.partial, &be.scratch.partN, int64(blocks)*2*int64(C), 4)
-	be.launch("LayerNormBackward", "layernorm_backward", blocks, WarpSize, 2*C*4, func(k *Kernel) {
+	name := "layernorm_backward"
+	if C%4 == 0 && aligned16(dinp, dout, inp, weight) {
+		name = "layernorm_backward4"
+	}
+	be.launch("LayerNormBackward", name, blocks, WarpSize, 2*C*4, func(k *Kernel) {
 		k.Ptr(ptrOf(dinp)).Ptr(partial).Ptr(ptrOf(dout)).Ptr(ptrOf(inp)).Ptr(ptrOf(weight)).Ptr(ptrOf(mean)).Ptr(ptrOf(rstd)).
 			Int(N).Int(C).Int(lnRows)
 	})

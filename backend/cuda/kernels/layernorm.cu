@@ -61,6 +61,66 @@ extern "C" __global__ void layernorm_backward(float* dinp, float* partial, const
     for (int c = lane; c < 2 * C; c += WARP) p[c] = acc[c];
 }
 
+// layernorm_backward4: layernorm_backward with 16-byte accesses, for C % 4 == 0 and 16-byte
+// aligned rows: lane l takes the channel quads l, l+32, ... (so a lane's channels, and the order of
+// its partial sums of a and b, differ from layernorm_backward's). Same launch and partial layout.
+extern "C" __global__ void layernorm_backward4(float* dinp, float* partial, const float* dout, const float* inp,
+                                               const float* weight, const float* mean, const float* rstd,
+                                               int N, int C, int rows) {
+    extern __shared__ float4 acc4[]; // dweight (C/4 quads), dbias (C/4 quads)
+    int lane = threadIdx.x, C4 = C / 4;
+    for (int q = lane; q < 2 * C4; q += WARP) acc4[q] = make_float4(0, 0, 0, 0);
+    __syncwarp();
+    const float4* w4 = reinterpret_cast<const float4*>(weight);
+    int r0 = blockIdx.x * rows, r1 = min(N, r0 + rows);
+    for (int row = r0; row < r1; row++) {
+        const float4* x4 = reinterpret_cast<const float4*>(inp + (long)row * C);
+        const float4* dy4 = reinterpret_cast<const float4*>(dout + (long)row * C);
+        float4* dx4 = reinterpret_cast<float4*>(dinp + (long)row * C);
+        float m = mean[row], r = rstd[row];
+        float a = 0, b = 0; // mean of dy*w, mean of dy*w*xhat
+#pragma unroll 4
+        for (int q = lane; q < C4; q += WARP) {
+            float4 x = x4[q], dy = dy4[q], w = w4[q];
+            float h0 = (x.x - m) * r, h1 = (x.y - m) * r, h2 = (x.z - m) * r, h3 = (x.w - m) * r;
+            float g0 = dy.x * w.x, g1 = dy.y * w.y, g2 = dy.z * w.z, g3 = dy.w * w.w;
+            a += g0;
+            a += g1;
+            a += g2;
+            a += g3;
+            b += g0 * h0;
+            b += g1 * h1;
+            b += g2 * h2;
+            b += g3 * h3;
+        }
+        a = warp_sum(a) / C;
+        b = warp_sum(b) / C;
+#pragma unroll 4
+        for (int q = lane; q < C4; q += WARP) {
+            float4 x = x4[q], dy = dy4[q], w = w4[q], d = dx4[q], aw = acc4[q], ab = acc4[C4 + q];
+            float h0 = (x.x - m) * r, h1 = (x.y - m) * r, h2 = (x.z - m) * r, h3 = (x.w - m) * r;
+            d.x += (dy.x * w.x - a - h0 * b) * r;
+            d.y += (dy.y * w.y - a - h1 * b) * r;
+            d.z += (dy.z * w.z - a - h2 * b) * r;
+            d.w += (dy.w * w.w - a - h3 * b) * r;
+            dx4[q] = d;
+            aw.x += dy.x * h0;
+            aw.y += dy.y * h1;
+            aw.z += dy.z * h2;
+            aw.w += dy.w * h3;
+            acc4[q] = aw;
+            ab.x += dy.x;
+            ab.y += dy.y;
+            ab.z += dy.z;
+            ab.w += dy.w;
+            acc4[C4 + q] = ab;
+        }
+    }
+    __syncwarp();
+    float4* p = reinterpret_cast<float4*>(partial + (long)blockIdx.x * 2 * C);
+    for (int q = lane; q < 2 * C4; q += WARP) p[q] = acc4[q];
+}
+
 // layernorm_backward_reduce: dweight(C) += sum of partial[k,0,:], dbias(C) += sum of partial[k,1,:]
 // over k = 0..blocks-1. A block of 8 warps takes 32 channels: warp w sums k = w, w+8, ... and the
 // eight warp sums are added in warp order, a fixed order. blockDim.x = 256, grid ceil(C/32).
