@@ -2,8 +2,9 @@
 // qkv(B,T,3C): q, k, v side by side, each NH heads of HS = C/NH; out(B,T,C); lse(B,NH,T).
 // Score s[t,u] = q[t].k[u] * scale for u <= t, scale = 1/sqrt(HS).
 // Each block handles one (b, h, row) and keeps that row's T scores in dynamic shared memory
-// (T floats), plus HS floats for the row's own vector: the straightforward version; flash-style
-// tiling comes later. blockDim.x must be a multiple of 32 and at most 1024.
+// (T floats), plus HS floats for the row's own vector: the straightforward version, used for head
+// sizes the tiled kernels (attention_tiled.cu) do not take and for inputs that are not 16-byte
+// aligned. blockDim.x must be a multiple of 32 and at most 1024.
 
 __device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) {
     int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP;
