@@ -27,15 +27,20 @@ type library struct {
 	what    string   // human name: "NVRTC"
 	names   []string // sonames, newest first
 	install string
+	// companions are file patterns loaded from a candidate's folder before it: libraries it opens
+	// itself later by bare name, which the loader would not look for in that folder (NVRTC's
+	// builtins, when NVRTC comes from a pip wheel or a CUDA folder outside the loader's paths).
+	companions []string
 }
 
 var (
 	libCUDA = library{"the CUDA driver", []string{"libcuda.so.1", "libcuda.so"},
-		"install the NVIDIA driver (it provides libcuda.so.1)"}
+		"install the NVIDIA driver (it provides libcuda.so.1)", nil}
 	libNVRTC = library{"NVRTC", []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"},
-		"install NVRTC: pip install nvidia-cuda-nvrtc, the CUDA toolkit, or Debian's libnvrtc11.2 (non-free)"}
+		"install NVRTC: pip install nvidia-cuda-nvrtc, the CUDA toolkit, or Debian's libnvrtc11.2 (non-free)",
+		[]string{"libnvrtc-builtins.so.*"}}
 	libCublasLt = library{"cuBLASLt", []string{"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", "libcublasLt.so"},
-		"install cuBLASLt: pip install nvidia-cublas, the CUDA toolkit, or Debian's libcublaslt11 (non-free)"}
+		"install cuBLASLt: pip install nvidia-cublas, the CUDA toolkit, or Debian's libcublaslt11 (non-free)", nil}
 )
 
 // searchDirs lists the directories to look in, in order: $GPT2GO_CUDA_LIBS, $LD_LIBRARY_PATH, the
@@ -182,6 +187,13 @@ func (lib library) open() (uintptr, string, error) {
 	tried := lib.candidates()
 	var last error
 	for _, path := range tried {
+		if filepath.IsAbs(path) {
+			for _, pattern := range lib.companions {
+				for _, c := range glob(filepath.Join(filepath.Dir(path), pattern)) {
+					_, _ = purego.Dlopen(c, purego.RTLD_NOW|purego.RTLD_GLOBAL) // best effort: NVRTC reports what it misses
+				}
+			}
+		}
 		h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err == nil {
 			return h, path, nil

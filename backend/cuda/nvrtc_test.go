@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -91,7 +92,7 @@ func TestCompileCachedReusesImage(t *testing.T) {
 // A library that is nowhere to be found gives one line naming what was tried and what to install.
 func TestMissingLibraryError(t *testing.T) {
 	t.Setenv(LibsEnv, t.TempDir())
-	lib := library{"the frobnicator", []string{"libfrobnicate.so.7"}, "install frob-dev"}
+	lib := library{what: "the frobnicator", names: []string{"libfrobnicate.so.7"}, install: "install frob-dev"}
 	_, _, err := lib.open()
 	var le *LibError
 	if !errors.As(err, &le) {
@@ -114,5 +115,45 @@ func TestSearchDirsOrder(t *testing.T) {
 	t.Setenv(LibsEnv, dir)
 	if d := searchDirs(); len(d) == 0 || d[0] != dir {
 		t.Fatalf("searchDirs()[0] = %v, want %s", d, dir)
+	}
+}
+
+// NVRTC opens its builtins library by bare name when it compiles, and the loader does not look in
+// the folder NVRTC came from: from a pip wheel or a CUDA folder off the loader's paths, every
+// compile failed ("failed to open libnvrtc-builtins.so.13.0", seen on the GPU machine). Opening
+// NVRTC from a folder loads the builtins from that folder first.
+func TestNVRTCBuiltinsComeFromItsFolder(t *testing.T) {
+	n := nvrtcOrSkip(t)
+	builtins, _ := filepath.Glob(filepath.Join(filepath.Dir(n.Path), "libnvrtc-builtins.so.*"))
+	if len(builtins) == 0 {
+		t.Skipf("no libnvrtc-builtins.so.* beside %s", n.Path)
+	}
+	// Copies are new files to the loader, so they load again, from the new folder.
+	dir := t.TempDir()
+	for _, src := range append(builtins, n.Path) {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(src)), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(LibsEnv, dir)
+	_, path, err := libNVRTC.open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(path) != dir {
+		t.Fatalf("opened %s, want the copy in %s", path, dir)
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip("no /proc/self/maps")
+	}
+	for _, b := range builtins {
+		if want := filepath.Join(dir, filepath.Base(b)); !strings.Contains(string(maps), want) {
+			t.Errorf("%s was not loaded before NVRTC", want)
+		}
 	}
 }
