@@ -122,12 +122,23 @@ func (be *Backend) Allocated() int64 { return be.allocated }
 
 // buf is device memory: n elements of 4 bytes at ptr.
 type buf struct {
-	ptr uintptr
-	n   int
-	idx *tokenIndex // int32 buffers: the encoder backward's token index of the last upload
+	ptr  uintptr
+	n    int
+	idx  *tokenIndex // int32 buffers: the encoder backward's token index of the last upload
+	root *buf        // views: the allocation they are part of (nil for an allocation)
 }
 
 func (b *buf) Len() int { return b.n }
+
+// dropIndex forgets the token index of b's allocation, whose contents are being overwritten.
+func (b *buf) dropIndex() {
+	if b.root != nil {
+		b = b.root
+	}
+	if b.idx != nil {
+		b.idx.n = 0
+	}
+}
 
 func ptrOf(b backend.Buf) uintptr {
 	if b == nil {
@@ -168,7 +179,11 @@ func (be *Backend) View(b backend.Buf, off, n int) backend.Buf {
 	if off < 0 || n < 0 || off+n > src.n {
 		panic(fmt.Sprintf("cuda: view [%d,%d) of a %d-element buffer", off, off+n, src.n))
 	}
-	return &buf{ptr: src.ptr + uintptr(off)*4, n: n}
+	root := src
+	if src.root != nil {
+		root = src.root
+	}
+	return &buf{ptr: src.ptr + uintptr(off)*4, n: n, root: root}
 }
 
 // Upload copies src into dst[:len(src)].
@@ -178,15 +193,20 @@ func (be *Backend) Upload(dst backend.Buf, src []float32) {
 	}
 }
 
-// UploadInt32 copies src into dst[:len(src)]. Token ids in [0, 1<<20) also get an index that
-// lets EncoderBackward add each token's gradient rows in parallel and in a fixed order (see
-// tokenIndex): built here on the host, where the tokens are, so the step needs no sync for it.
+// UploadInt32 copies src into dst[:len(src)]. Into an allocation (not a view), token ids in
+// [0, 1<<20) also get an index that lets EncoderBackward add each token's gradient rows in
+// parallel and in a fixed order (see tokenIndex): built here on the host, where the tokens are,
+// so the step needs no sync for it. An upload into a view drops its allocation's index.
 func (be *Backend) UploadInt32(dst backend.Buf, src []int32) {
 	if be.err != nil || len(src) == 0 {
 		return
 	}
 	be.fail(be.g.HtoD(ptrOf(dst), unsafe.Pointer(&src[0]), int64(len(src))*4))
 	b := dst.(*buf)
+	if b.root != nil { // a view: the allocation's index no longer matches its tokens
+		b.dropIndex()
+		return
+	}
 	if b.idx == nil {
 		b.idx = &tokenIndex{}
 	}
@@ -213,6 +233,7 @@ func (be *Backend) Download(dst []float32, src backend.Buf) {
 // Zero sets every element of b to 0.
 func (be *Backend) Zero(b backend.Buf) {
 	if be.err == nil {
+		b.(*buf).dropIndex()
 		be.fail(be.g.Memset32(ptrOf(b), 0, int64(b.Len())))
 	}
 }

@@ -71,8 +71,8 @@ func (be *Backend) EncoderForward(out, tokens, wte, wpe backend.Buf, B, T, C int
 
 // EncoderBackward adds each token's rows of dout in position order, as the CPU does. With the
 // index UploadInt32 built for tokens, a block per (distinct token, 256 channels) does it in
-// parallel; without one (tokens is a view, or was not uploaded whole), one thread per channel
-// walks all positions.
+// parallel; without one (tokens is a view, was not uploaded whole, or was written through a
+// view since), one thread per channel walks all positions.
 func (be *Backend) EncoderBackward(dwte, dwpe, dout, tokens backend.Buf, B, T, C int) {
 	if idx := tokens.(*buf).idx; idx != nil && idx.n == B*T && idx.dev != 0 {
 		cblocks := Blocks(int64(C), threads)

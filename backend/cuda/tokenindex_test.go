@@ -45,18 +45,18 @@ func TestTokenIndex(t *testing.T) {
 	}
 }
 
-// EncoderBackward gives the CPU's bits both with the token index (a whole upload) and without it
-// (a view of the tokens).
+// EncoderBackward gives the CPU's bits with the token index (a whole upload), without it (a view
+// of the tokens), and after part of a whole upload was overwritten through a view, which must
+// drop the index rather than leave a stale one.
 func TestEncoderBackwardPaths(t *testing.T) {
 	g := gpu(t, false)
 	r := &rig{t: t, cpu: cpu.New(0), gpu: g, rng: rand.New(rand.NewPCG(5, 6))}
 	const B, T, C, V = 4, 50, 200, 7 // few distinct tokens: long groups
-	whole, tok := r.tokens(B*T, V), r.tokens(B*T+3, V)
+	whole, other := r.tokens(B*T, V), r.tokens(B*T+3, V)
 	if idx := whole.g.(*buf).idx; idx == nil || idx.n != B*T {
 		t.Fatal("a whole upload of tokens built no index")
 	}
-	view := &pair{c: r.cpu.View(tok.c, 3, B*T), g: g.View(tok.g, 3, B*T)}
-	for name, tk := range map[string]*pair{"index": whole, "serial": view} {
+	check := func(name string, tk *pair) {
 		dout, dwte := r.rand(B*T*C, 1), r.rand(V*C, 1)
 		r.cpu.EncoderBackward(dwte.c, nil, dout.c, tk.c, B, T, C)
 		g.EncoderBackward(dwte.g, nil, dout.g, tk.g, B, T, C)
@@ -66,5 +66,29 @@ func TestEncoderBackwardPaths(t *testing.T) {
 		if !slices.Equal(want, got) {
 			t.Errorf("%s: dwte differs from the CPU's", name)
 		}
+	}
+	check("index", whole)
+	check("view", &pair{c: r.cpu.View(other.c, 3, B*T), g: g.View(other.g, 3, B*T)})
+	part := []int32{6, 6, 6, 0, 1, 2, 3, 4, 5, 6}
+	r.cpu.UploadInt32(r.cpu.View(whole.c, 5, len(part)), part)
+	g.UploadInt32(g.View(whole.g, 5, len(part)), part)
+	if whole.g.(*buf).idx.n != 0 {
+		t.Fatal("an upload through a view left the allocation's token index in place")
+	}
+	check("written through a view", whole)
+}
+
+// A view of a view still knows its allocation, so writing through it drops the allocation's index
+// (what UploadInt32 into a view and Zero do).
+func TestViewDropsAllocationsIndex(t *testing.T) {
+	var be *Backend // View needs no device
+	whole := &buf{ptr: 1 << 20, n: 10, idx: &tokenIndex{n: 10}}
+	v := be.View(be.View(whole, 2, 6), 1, 3).(*buf)
+	if v.root != whole || v.ptr != whole.ptr+12 || v.n != 3 {
+		t.Fatalf("view of a view: root %p ptr %#x n %d", v.root, v.ptr, v.n)
+	}
+	v.dropIndex()
+	if whole.idx.n != 0 {
+		t.Error("dropIndex through a view left the allocation's index")
 	}
 }
