@@ -11,9 +11,10 @@
 // Grid: one block per (row tile, b*NH + h), 1-D, the tiles with the most work first. Each row's HS
 // is split between two lanes (adjacent threads) that add their halves of a dot product with a
 // shuffle. The forward gives a lane pair two query rows (64 threads); dq and dkv give each query
-// or key row a lane pair (128 threads). Inner loops take 16 rows (dq: 8) of the
-// streamed tile at a time so that many dot products are in flight. Every output element is written by one thread
-// and summed in a fixed order: no atomics, the same bits every run.
+// or key row a lane pair (128 threads). Inner loops take 16 rows (dq: 8) of the streamed tile at a
+// time so that many dot products are in flight. At head size 64 on GPUs with enough shared memory
+// the kernels at the end of this file (tile products) run instead. Every output element is
+// written by one thread and summed in a fixed order: no atomics, the same bits every run.
 
 #define ATT_TILE 64
 #define ATT_CHUNK 16
@@ -25,8 +26,9 @@ template <int HS>
 __device__ __forceinline__ int att_col(int d) { return d + (d >= HS / 2 ? 4 : 0); }
 
 // att_load starts copying rows [r0, r0+64) of one head's HS columns (rows rowStride floats apart)
-// into sh, split in halves as att_col says (SPLIT) or as plain rows; rows at or past T become zeros. att_loaded waits for the copies; a __syncthreads must
-// follow before other threads read them. On sm_80 and later the copies are cp.async, 16 bytes
+// into sh, split in halves as att_col says (SPLIT) or as plain rows; rows at or past T become
+// zeros. att_loaded waits for the copies; a __syncthreads must follow before other threads read
+// them. On sm_80 and later the copies are cp.async, 16 bytes
 // each, global to shared without passing through registers, all in flight at once (the source
 // must be 16-byte aligned: the backend checks); before sm_80, plain loads.
 template <int HS, bool SPLIT = true>
@@ -55,9 +57,9 @@ __device__ __forceinline__ void att_loaded() {
 #endif
 }
 
-// reload_barrier stops the compiler from keeping a chunk's shared-memory values in registers from
-// its dot products to its updates: that would hold 16 rows of HS floats live and spill. Reading
-// them again from shared memory is cheap.
+// reload_barrier tells the compiler that shared memory may have changed, so a chunk's values are
+// read again for its updates rather than kept in registers from its dot products. (What removed
+// ptxas's spills was the select in the masked exp; this stayed, as it was in the kernels measured.)
 __device__ __forceinline__ void reload_barrier() { asm volatile("" ::: "memory"); }
 
 __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
