@@ -40,7 +40,7 @@ func ResolveHellaSwag(spec, cacheDir string, progress io.Writer) (string, error)
 	if progress != nil {
 		fmt.Fprintf(progress, "downloading the HellaSwag validation set from %s to %s\n", HellaSwagValURL, path)
 	}
-	if err := download(HellaSwagValURL, path); err != nil {
+	if err := fetch(HellaSwagValURL, path, progress); err != nil {
 		if ue := (*neturl.Error)(nil); errors.As(err, &ue) {
 			err = ue.Err // the message names the URL already
 		}

@@ -9,7 +9,6 @@ import (
 	"hash/fnv"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +18,7 @@ import (
 	"time"
 
 	"github.com/gpt2go/gpt2go/data"
-	"github.com/gpt2go/gpt2go/internal/atomicfile"
+	"github.com/gpt2go/gpt2go/internal/download"
 )
 
 // The default corpus: the Go standard library's own sources, which every Go installation has,
@@ -287,30 +286,18 @@ func shakespeareText(cacheDir string, progress io.Writer) (string, error) {
 	if progress != nil {
 		fmt.Fprintf(progress, "downloading Tiny Shakespeare from %s\n", ShakespeareURL)
 	}
-	if err := download(ShakespeareURL, path); err != nil {
+	if err := fetch(ShakespeareURL, path, progress); err != nil {
 		return "", fmt.Errorf("shakespeare: download %s: %v; if offline, fetch the file elsewhere and set GPT2GO_SHAKESPEARE=/path/to/input.txt", ShakespeareURL, err)
 	}
 	return path, nil
 }
 
-// download fetches url into path atomically.
-func download(url, path string) error {
-	client := &http.Client{Timeout: 60 * time.Second}
-	resp, err := client.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("HTTP %s", resp.Status)
-	}
-	return atomicfile.Write(path, func(w io.Writer) error {
-		n, err := io.Copy(w, resp.Body)
-		if err == nil && n == 0 {
-			err = errors.New("empty response")
-		}
-		return err
+// fetch downloads url into path atomically, with a progress bar on progress (may be nil).
+func fetch(url, path string, progress io.Writer) error {
+	_, err := download.File(context.Background(), url, path, download.Options{
+		Progress: progress, Desc: "download " + filepath.Base(path),
 	})
+	return err
 }
 
 func hashFile(path string) (string, error) {
