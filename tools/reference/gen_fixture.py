@@ -37,24 +37,83 @@ files that the Go tests compare against:
   torch.optim.AdamW(foreach=False) with weight decay only on the 2-D weights
   (wte, wpe, the four Linear weight matrices).
 
-To regenerate (from the repository root):
+To regenerate, or to check that the committed files are what this script
+writes (from the repository root):
 
   apt-get install -y python3-torch
   /usr/bin/python3 tools/reference/gen_fixture.py
+  /usr/bin/python3 tools/reference/gen_fixture.py --check
 
-The output depends on torch's RNG; the torch version used is recorded in the
-metadata. Regenerating with another torch version may change the numbers, in
-which case commit both files together.
+Reproducibility. Two things below torch change the low bits of the results,
+so the script pins both (re-executing itself once with the environment set):
+  - ATen's CPU kernels are compiled per instruction set and picked at run
+    time. The AVX2 and scalar ("default") versions of normal_ differ in the
+    last bit of a third of the initial weights, and the softmax, LayerNorm and
+    reduction kernels differ up to ~7e-6 after 10 steps. The script sets
+    ATEN_CPU_CAPABILITY=avx2 (torch 1.13's own choice on any AVX2+FMA CPU).
+  - Matrix products go to whatever libblas.so.3 the system's alternatives
+    point at. OpenBLAS instead of the reference BLAS leaves the weights
+    identical but moves the expectations by up to 2.4e-6 (1.75e-6 with its
+    Haswell kernels). The script puts Debian's reference BLAS and LAPACK
+    (libblas3, liblapack3) first on LD_LIBRARY_PATH and checks that torch
+    loaded them.
+With Debian 12's python3-torch (1.13) on an x86-64 CPU with AVX2 and FMA, both
+files are then byte-identical from run to run and machine to machine; --check
+proves it. Another torch version may change the random numbers: if you
+regenerate with one, commit both files together.
 """
 
 import json
 import math
 import os
+import platform
 import struct
 import sys
+import sysconfig
 
-import numpy as np
-import torch
+
+# ---- pinned numerics (see "Reproducibility" above) -----------------------------
+CPU_CAPABILITY = "avx2"
+MULTIARCH = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
+REFERENCE_BLAS_DIRS = [f"/usr/lib/{MULTIARCH}/blas", f"/usr/lib/{MULTIARCH}/lapack"]
+
+
+def cpu_has_avx2_fma():
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((l for l in f if l.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return "avx2" in flags and "fma" in flags
+
+
+def pin_numerics():
+    """Re-execute once with the reference BLAS first and ATen's AVX2 kernels.
+
+    The dynamic loader reads LD_LIBRARY_PATH only at process start, hence the
+    exec. On a machine that cannot pin them, warn and go on: the results are
+    then correct but differ from the committed bytes in the low bits."""
+    if os.environ.get("GPT2GO_FIXTURE_PINNED") == "1":
+        return
+    if platform.machine() != "x86_64" or not cpu_has_avx2_fma():
+        print("warning: not an x86-64 CPU with AVX2 and FMA; the output will differ "
+              "from the committed fixture in the low bits", file=sys.stderr)
+        return
+    missing = [d for d in REFERENCE_BLAS_DIRS if not os.path.isdir(d)]
+    if missing:
+        sys.exit(f"reference BLAS/LAPACK not found ({', '.join(missing)}): "
+                 "apt-get install -y libblas3 liblapack3")
+    env = dict(os.environ, ATEN_CPU_CAPABILITY=CPU_CAPABILITY, OMP_NUM_THREADS="1",
+               GPT2GO_FIXTURE_PINNED="1")
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        REFERENCE_BLAS_DIRS + [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+pin_numerics()
+
+import numpy as np  # noqa: E402  (after the exec above)
+import torch  # noqa: E402
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -212,32 +271,48 @@ EXPECTED_SHAPES = {
 
 
 # ---- file writers -----------------------------------------------------------
-def write_llmc_model(path, model):
+def llmc_model_bytes(model):
     header = np.zeros(256, dtype="<i4")
     header[:8] = [20240326, 3, MAXT, V, L, NH, C, VP]
     chunks = [header.tobytes()]
     for name, t in model.llmc_tensors(lambda p: p.detach()):
         assert tuple(t.shape) == EXPECTED_SHAPES[name], (name, t.shape)
         chunks.append(t.contiguous().numpy().astype("<f4").tobytes())
-    write_atomic(path, b"".join(chunks))
+    return b"".join(chunks)
 
 
-def write_safetensors(path, tensors, metadata):
+SAFETENSORS_DTYPES = {"F32": "<f4", "I32": "<i4"}
+
+
+def safetensors_bytes(tensors, metadata):
     """tensors: list of (name, np.ndarray) written contiguously in order."""
-    dtypes = {np.dtype("float32"): ("F32", "<f4"), np.dtype("int32"): ("I32", "<i4")}
+    st_dtypes = {np.dtype("float32"): "F32", np.dtype("int32"): "I32"}
     header = {"__metadata__": {k: str(v) for k, v in metadata.items()}}
     blobs = []
     offset = 0
     for name, arr in tensors:
-        st_dtype, np_dtype = dtypes[arr.dtype]
-        data = np.ascontiguousarray(arr).astype(np_dtype).tobytes()
+        st_dtype = st_dtypes[arr.dtype]
+        data = np.ascontiguousarray(arr).astype(SAFETENSORS_DTYPES[st_dtype]).tobytes()
         header[name] = {"dtype": st_dtype, "shape": list(arr.shape),
                         "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
     hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
     hjson += b" " * (-len(hjson) % 8)
-    write_atomic(path, struct.pack("<Q", len(hjson)) + hjson + b"".join(blobs))
+    return struct.pack("<Q", len(hjson)) + hjson + b"".join(blobs)
+
+
+def read_safetensors(data):
+    """{name: np.ndarray} and the metadata of a safetensors file's bytes."""
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    body = data[8 + n:]
+    metadata = header.pop("__metadata__", {})
+    tensors = {}
+    for name, h in header.items():
+        start, end = h["data_offsets"]
+        tensors[name] = np.frombuffer(body[start:end], dtype=SAFETENSORS_DTYPES[h["dtype"]]).reshape(h["shape"])
+    return tensors, metadata
 
 
 def write_atomic(path, data):
@@ -247,6 +322,39 @@ def write_atomic(path, data):
     os.replace(tmp, path)
 
 
+def check(path, data):
+    """Compare freshly generated bytes with the committed file; True if identical."""
+    rel = os.path.relpath(path, ROOT)
+    with open(path, "rb") as f:
+        old = f.read()
+    if old == data:
+        print(f"{rel}: identical ({len(data)} bytes)")
+        return True
+    print(f"{rel}: DIFFERS from what this script generates")
+    if path == EXPECTED_PATH:
+        (a, ma), (b, mb) = read_safetensors(old), read_safetensors(data)
+        for k in sorted(set(ma) | set(mb)):
+            if ma.get(k) != mb.get(k):
+                print(f"  metadata {k}: committed {ma.get(k)!r}, generated {mb.get(k)!r}")
+        for name in sorted(set(a) | set(b)):
+            if name not in a or name not in b:
+                print(f"  {name}: only in the {'generated' if name in b else 'committed'} file")
+            elif a[name].shape != b[name].shape:
+                print(f"  {name}: shape {a[name].shape} committed, {b[name].shape} generated")
+            elif not np.array_equal(a[name], b[name]):
+                d = np.abs(a[name].astype(np.float64) - b[name].astype(np.float64)).max()
+                print(f"  {name}: max abs diff {d:.3g}")
+    return False
+
+
+def loaded_blas():
+    """Paths of the BLAS libraries mapped into this process (after a matmul)."""
+    torch.ones(8, 8) @ torch.ones(8, 8)
+    with open("/proc/self/maps") as f:
+        paths = {line.split()[-1] for line in f if "blas" in line.split()[-1]}
+    return sorted(os.path.realpath(p) for p in paths)
+
+
 # ---- main -------------------------------------------------------------------
 def batch(tokens, i):
     w = tokens[i * B * T: i * B * T + B * T + 1]
@@ -254,13 +362,20 @@ def batch(tokens, i):
 
 
 def main():
+    check_only = sys.argv[1:] == ["--check"]
+    if sys.argv[1:] and not check_only:
+        sys.exit("usage: gen_fixture.py [--check]")
+    if os.environ.get("GPT2GO_FIXTURE_PINNED") == "1":
+        blas = loaded_blas()
+        if any(os.path.dirname(p) not in REFERENCE_BLAS_DIRS for p in blas):
+            sys.exit(f"torch loaded {blas}, not the reference BLAS in {REFERENCE_BLAS_DIRS[0]}")
     torch.set_num_threads(1)
     torch.manual_seed(SEED)
     model = TinyGPT2()
     model.init_weights()
     tokens = torch.randint(0, V, (STEPS * B * T + 1,), dtype=torch.int64)
 
-    write_llmc_model(MODEL_PATH, model)
+    model_bytes = llmc_model_bytes(model)
 
     # Forward/backward of batch 0 at the initial weights.
     x, y = batch(tokens, 0)
@@ -307,9 +422,15 @@ def main():
         "weight_decay": WEIGHT_DECAY, "max_norm": MAX_NORM,
         "clip_eps": CLIP_EPS, "ln_eps": LN_EPS, "seed": SEED,
         "torch_version": torch.__version__,
+        "aten_cpu_capability": CPU_CAPABILITY, "blas": "reference (Debian libblas3)",
         "generator": "tools/reference/gen_fixture.py",
     }
-    write_safetensors(EXPECTED_PATH, tensors, metadata)
+    outputs = {MODEL_PATH: model_bytes, EXPECTED_PATH: safetensors_bytes(tensors, metadata)}
+    if check_only:
+        same = [check(p, data) for p, data in outputs.items()]
+        return 0 if all(same) else 1
+    for p, data in outputs.items():
+        write_atomic(p, data)
 
     print(f"torch {torch.__version__}, seed {SEED}")
     print(f"V={V} Vp={VP} C={C} NH={NH} L={L} maxT={MAXT} B={B} T={T}")
