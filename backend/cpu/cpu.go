@@ -14,6 +14,7 @@ package cpu
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -29,6 +30,7 @@ type Backend struct {
 	pool
 	gemm     gemmWorkspace[float32]
 	partials [sumSquaresChunks]float64
+	verbose  io.Writer // where CheckMemory reports the memory plan; nil: nowhere
 }
 
 var _ backend.Backend = (*Backend)(nil)

@@ -25,7 +25,7 @@ func (d *deviceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.device, "device", "auto", "compute device: auto (a GPU when one is usable, else the CPU), cpu, cuda or cuda:N")
 	fs.IntVar(&d.threads, "threads", 0, "CPU threads (0 = all cores)")
 	fs.BoolVar(&d.tf32, "tf32", true, "GPU matmuls on TF32 tensor cores (as PyTorch recommends for training); --tf32=false for exact fp32")
-	fs.BoolVar(&d.verbose, "verbose", false, "report device details such as the GPU memory plan (bytes per category)")
+	fs.BoolVar(&d.verbose, "verbose", false, "report device details such as the memory plan (bytes per category)")
 }
 
 // open returns the backend the flags ask for and says which one it picked.
@@ -64,6 +64,9 @@ func (d *deviceFlags) open(stderr io.Writer) (backend.Backend, error) {
 
 func (d *deviceFlags) cpu(stderr io.Writer, why string) backend.Backend {
 	be := cpu.New(d.threads)
+	if d.verbose {
+		be.SetVerbose(stderr)
+	}
 	fmt.Fprintf(stderr, "device: %s%s\n", be.Name(), why)
 	return be
 }

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// A model too big for what the process may use stops before allocating, with the one-line error
+// and advice that the GPU gives, not Go's "fatal error: out of memory" and a goroutine dump. The
+// case is the one a new user tried: GPT-2 medium at B=8 T=1024 (about 21 GB) under a 6 GB
+// address-space limit, set with the shell's ulimit on a child process.
+func TestBenchTooBigForHostMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a process")
+	}
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh to set ulimit: ", err)
+	}
+	cmd := exec.Command("sh", "-c", `ulimit -v 6000000 && exec "$0" "$@"`, os.Args[0],
+		"bench", "--device", "cpu", "--model", "gpt2-medium", "--batch-size", "8", "--seq-len", "1024")
+	cmd.Env = append(os.Environ(), "GPT2GO_TEST_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("bench of a 21 GB model under a 6 GB limit succeeded:\n%s", out)
+	}
+	text := strings.TrimSpace(string(out))
+	lines := strings.Split(text, "\n")
+	last := lines[len(lines)-1]
+	for _, want := range []string{"gpt2go bench: the model needs", "in host memory", "activations", "RLIMIT_AS",
+		"--batch-size", "--grad-accum", "ulimit -v"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last line %q lacks %q", last, want)
+		}
+	}
+	if len(lines) > 2 || strings.Contains(text, "fatal error") || strings.Contains(text, "goroutine") {
+		t.Errorf("want a device line and one error line, got:\n%s", text)
+	}
+}
