@@ -24,8 +24,13 @@ files that the Go tests compare against:
                                      parameter above, same (stacked) shapes
       train_losses (10,) F32         loss of step i on batch i, before its update
       train_grad_norms (10,) F32     total grad norm before clipping, per step
-      final.wte (Vp,C) F32           wte after the 10 AdamW steps
+      final.<name> F32               every parameter after the 10 AdamW steps
+      exp_avg.<name> F32             AdamW's first moment after the 10 steps
+      exp_avg_sq.<name> F32          AdamW's second moment after the 10 steps
       __metadata__                   every hyperparameter, as strings
+
+  final.*, exp_avg.* and exp_avg_sq.* have one tensor per parameter, with the
+  same names and (stacked) shapes as grad.*.
 
   Batch i is tokens[i*B*T : i*B*T + B*T + 1]; inputs are its first B*T tokens
   reshaped (B,T), targets the same window shifted by one. The loss is the mean
@@ -405,16 +410,19 @@ def main():
         opt.step()
         losses.append(loss.item())
         norms.append(norm.item())
-    final_wte = model.wte.detach().clone()
-    assert torch.all(final_wte[V:] == 0)
+    assert torch.all(model.wte[V:] == 0)
+    final = model.llmc_tensors(lambda p: p.detach())
+    exp_avg = model.llmc_tensors(lambda p: opt.state[p]["exp_avg"])
+    exp_avg_sq = model.llmc_tensors(lambda p: opt.state[p]["exp_avg_sq"])
 
     tensors = [("tokens", tokens.numpy().astype(np.int32)),
                ("logits", init_logits.numpy()),
                ("loss", init_loss.reshape(1).numpy())]
     tensors += [("grad." + n, g.numpy()) for n, g in grads]
     tensors += [("train_losses", np.array(losses, dtype=np.float32)),
-                ("train_grad_norms", np.array(norms, dtype=np.float32)),
-                ("final.wte", final_wte.numpy())]
+                ("train_grad_norms", np.array(norms, dtype=np.float32))]
+    for prefix, named in (("final.", final), ("exp_avg.", exp_avg), ("exp_avg_sq.", exp_avg_sq)):
+        tensors += [(prefix + n, x.clone().numpy()) for n, x in named]
     metadata = {
         "V": V, "Vp": VP, "C": C, "NH": NH, "L": L, "maxT": MAXT,
         "B": B, "T": T, "steps": STEPS, "lr": LR,
