@@ -3,6 +3,7 @@ package data
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -21,16 +22,24 @@ import (
 // Shuffle mode (nanoGPT's get_batch): each row is T+1 tokens read at an offset drawn uniformly
 // from all windows of all shards (a shard is picked with probability proportional to its number
 // of windows, then the offset within it), from a seeded PCG generator.
+//
+// Spread mode (NewEvalLoader, for validation): a fixed set of rows, each T+1 tokens, at offsets
+// spaced evenly over all windows of all shards, so that a few batches of evaluation sample the
+// whole split rather than its first few thousand tokens; after the last row it starts over, and
+// Reset returns to the first, so every evaluation sees the same rows.
 type Loader struct {
-	B, T      int
-	vocabSize int
-	shuffle   bool
-	seed      uint64
+	B, T       int
+	vocabSize  int
+	shuffle    bool
+	seed       uint64
+	spreadRows int64 // spread mode: the number of rows in the fixed set; 0 in the other modes
+	row        int64 // spread mode: index of the next row
 
 	shards  []loaderShard
 	usable  []int // indices of shards long enough for sequential batches
 	skipped []string
-	// shuffle: windowEnd[i] is the number of windows in shards[0..i], for picking a shard.
+	// shuffle and spread: windowEnd[i] is the number of windows in shards[0..i], for finding a
+	// window's shard.
 	windowEnd []int64
 
 	shard int   // sequential: index into shards of the current shard
@@ -52,19 +61,39 @@ type LoaderState struct {
 	Shuffle bool   `json:"shuffle"`
 	Shard   int    `json:"shard"`         // sequential: index of the current shard in the shard list
 	Pos     int64  `json:"pos"`           // sequential: token offset of the next batch in that shard
+	Row     int64  `json:"row,omitempty"` // spread: index of the next row
 	RNG     []byte `json:"rng,omitempty"` // shuffle: the PCG generator's MarshalBinary
 }
 
 // NewLoader opens shards for (B, T) batches. vocabSize > 0 makes every batch check that its
 // tokens are < vocabSize; 0 skips the check (vocabulary unknown).
 func NewLoader(shards []string, B, T int, vocabSize int, shuffle bool, seed uint64) (*Loader, error) {
+	return newLoader(shards, B, T, vocabSize, shuffle, seed, 0)
+}
+
+// NewEvalLoader opens shards for evaluation in spread mode: batches batches of B rows at offsets
+// spaced evenly over the shards (see Loader). batches <= 0 means as many as one sequential pass
+// would give (Batches), which covers the split with rows that barely overlap.
+func NewEvalLoader(shards []string, B, T int, vocabSize int, batches int) (*Loader, error) {
+	l, err := newLoader(shards, B, T, vocabSize, false, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	if batches <= 0 {
+		batches = int(max(1, l.Batches()))
+	}
+	l.spreadRows = int64(batches) * int64(B)
+	return l, nil
+}
+
+func newLoader(shards []string, B, T int, vocabSize int, shuffle bool, seed uint64, spreadRows int64) (*Loader, error) {
 	if B <= 0 || T <= 0 {
 		return nil, fmt.Errorf("loader: batch size %d and sequence length %d must be positive", B, T)
 	}
 	if len(shards) == 0 {
 		return nil, fmt.Errorf("loader: no shards given")
 	}
-	l := &Loader{B: B, T: T, vocabSize: vocabSize, shuffle: shuffle, seed: seed}
+	l := &Loader{B: B, T: T, vocabSize: vocabSize, shuffle: shuffle, seed: seed, spreadRows: spreadRows}
 	need := int64(B*T + 1)
 	var longest, total int64
 	for _, path := range shards {
@@ -82,18 +111,20 @@ func NewLoader(shards []string, B, T int, vocabSize int, shuffle bool, seed uint
 		longest = max(longest, info.Tokens)
 		total += info.Tokens
 	}
-	if shuffle {
+	if shuffle || spreadRows > 0 {
 		var windows int64
 		for _, s := range l.shards {
 			windows += max(0, s.Tokens-int64(T))
 			l.windowEnd = append(l.windowEnd, windows)
 		}
-		if windows == 0 || total < need {
+		if windows == 0 || (shuffle && total < need) {
 			l.Close()
 			return nil, tooShort(max(total, longest), need)
 		}
-		l.pcg = rand.NewPCG(pcgSeeds(seed))
-		l.rng = rand.New(l.pcg)
+		if shuffle {
+			l.pcg = rand.NewPCG(pcgSeeds(seed))
+			l.rng = rand.New(l.pcg)
+		}
 	} else {
 		for i, s := range l.shards {
 			if s.Tokens >= need {
@@ -143,10 +174,21 @@ func (l *Loader) Next(inputs, targets []int32) error {
 	if len(inputs) != n || len(targets) != n {
 		return fmt.Errorf("loader: inputs and targets must hold B*T = %d tokens, got %d and %d", n, len(inputs), len(targets))
 	}
-	if l.shuffle {
+	if l.shuffle || l.spreadRows > 0 {
 		row := l.raw[:2*(l.T+1)]
+		windows := l.windowEnd[len(l.windowEnd)-1]
 		for b := range l.B {
-			window := l.rng.Int64N(l.windowEnd[len(l.windowEnd)-1])
+			var window int64
+			if l.shuffle {
+				window = l.rng.Int64N(windows)
+			} else {
+				// The middle of the row's equal share of the windows (128-bit product: the
+				// counts can be large).
+				hi, lo := bits.Mul64(uint64(2*l.row+1), uint64(windows))
+				q, _ := bits.Div64(hi, lo, uint64(2*l.spreadRows))
+				window = int64(q)
+				l.row = (l.row + 1) % l.spreadRows
+			}
 			i := sort.Search(len(l.windowEnd), func(i int) bool { return l.windowEnd[i] > window })
 			offset := window
 			if i > 0 {
@@ -214,7 +256,7 @@ func (l *Loader) fill(raw []byte, inputs, targets []int32) {
 
 // State returns the loader's position; Restore(State()) continues with the same batches.
 func (l *Loader) State() LoaderState {
-	st := LoaderState{Shuffle: l.shuffle, Shard: l.shard, Pos: l.pos}
+	st := LoaderState{Shuffle: l.shuffle, Shard: l.shard, Pos: l.pos, Row: l.row}
 	if l.shuffle {
 		st.Shard, st.Pos = 0, 0
 		st.RNG, _ = l.pcg.MarshalBinary() // never fails
@@ -234,6 +276,13 @@ func (l *Loader) Restore(st LoaderState) error {
 		}
 		return nil
 	}
+	if l.spreadRows > 0 {
+		if st.Row < 0 || st.Row >= l.spreadRows {
+			return fmt.Errorf("loader: state row %d does not fit these %d evaluation rows", st.Row, l.spreadRows)
+		}
+		l.row = st.Row
+		return nil
+	}
 	if st.Shard < 0 || st.Shard >= len(l.shards) || st.Pos < 0 || st.Pos > l.shards[st.Shard].Tokens {
 		return fmt.Errorf("loader: state (shard %d, position %d) does not fit these %d shards; was the data changed since the checkpoint?", st.Shard, st.Pos, len(l.shards))
 	}
@@ -244,14 +293,18 @@ func (l *Loader) Restore(st LoaderState) error {
 	return nil
 }
 
-// Reset restarts from the beginning: the first shard (sequential) or the initial seed (shuffle).
-// Evaluation resets the val loader before each pass so every pass sees the same batches.
+// Reset restarts from the beginning: the first shard (sequential), the initial seed (shuffle) or
+// the first row (spread). Evaluation resets the val loader before each pass so every pass sees
+// the same batches.
 func (l *Loader) Reset() {
-	if l.shuffle {
+	switch {
+	case l.spreadRows > 0:
+		l.row = 0
+	case l.shuffle:
 		l.pcg.Seed(pcgSeeds(l.seed))
-		return
+	default:
+		l.shard, l.pos = l.usable[0], 0
 	}
-	l.shard, l.pos = l.usable[0], 0
 }
 
 // Close closes the shard files.

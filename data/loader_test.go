@@ -198,3 +198,68 @@ func TestLoaderErrors(t *testing.T) {
 		t.Fatal("Next after Close")
 	}
 }
+
+// Spread mode puts its rows in the middle of equal shares of all windows of all shards: with T=4,
+// shards of 103, 3 and 53 tokens have 99 + 0 + 49 = 148 windows, and 3 batches of B=2 rows take
+// windows floor((2r+1)*148/12) = 12, 37, 61, 86, 111, 135, the last two in the third shard. After
+// the last row it starts over; Reset and Restore go back to a given row.
+func TestLoaderSpread(t *testing.T) {
+	paths := shardsOf(t, 103, 3, 53)
+	l, err := NewEvalLoader(paths, 2, 4, 0, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	wantStarts := []int32{12, 37, 61, 86, 2012, 2036, 12, 37}
+	var got []int32
+	for range len(wantStarts) / 2 {
+		in, tg := batch(t, l)
+		for b := range 2 {
+			row, next := in[b*4:(b+1)*4], tg[b*4:(b+1)*4]
+			for i := range row {
+				if row[i] != row[0]+int32(i) || next[i] != row[i]+1 {
+					t.Fatalf("row %v targets %v are not one window", row, next)
+				}
+			}
+			got = append(got, row[0])
+		}
+	}
+	if !slices.Equal(got, wantStarts) {
+		t.Fatalf("row starts %v, want %v", got, wantStarts)
+	}
+	l.Reset()
+	if in, _ := batch(t, l); in[0] != 12 || in[4] != 37 {
+		t.Fatalf("after Reset the first batch starts %d, %d", in[0], in[4])
+	}
+	st := l.State()
+	batch(t, l)
+	if err := l.Restore(st); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := batch(t, l); in[0] != 61 {
+		t.Fatalf("after Restore the batch starts at %d, want 61", in[0])
+	}
+	if err := l.Restore(LoaderState{Row: 6}); err == nil {
+		t.Error("Restore accepted row 6 of 6")
+	}
+
+	// batches <= 0: one sequential pass's worth of rows (Batches = 12 + 0 + 6 batches of 8
+	// tokens), spread over the 148 windows: consecutive rows about 148/36 windows apart.
+	whole, err := NewEvalLoader(paths, 2, 4, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close()
+	if whole.spreadRows != 2*18 {
+		t.Fatalf("whole split: %d rows, want 36", whole.spreadRows)
+	}
+	// A split with fewer than B*T+1 tokens still evaluates, as long as one row fits.
+	small, err := NewEvalLoader(shardsOf(t, 6), 4, 4, 0, 1)
+	if err != nil {
+		t.Fatalf("a 6-token split with T=4: %v", err)
+	}
+	small.Close()
+	if _, err := NewEvalLoader(shardsOf(t, 4), 1, 4, 0, 1); err == nil || !strings.Contains(err.Error(), "too short") {
+		t.Errorf("a 4-token split with T=4: err = %v", err)
+	}
+}

@@ -237,7 +237,7 @@ func (t *Trainer) openData() error {
 		return err
 	}
 	if len(ds.ValShards) > 0 && cfg.EvalEvery > 0 && cfg.EvalBatches > 0 {
-		if t.val, err = data.NewLoader(ds.ValShards, cfg.BatchSize, cfg.SeqLen, cfg.Model.VocabSize, false, cfg.Seed); err != nil {
+		if t.val, err = data.NewEvalLoader(ds.ValShards, cfg.BatchSize, cfg.SeqLen, cfg.Model.VocabSize, cfg.EvalBatches); err != nil {
 			return fmt.Errorf("validation data: %w", err)
 		}
 	}
@@ -468,7 +468,8 @@ func (t *Trainer) nonFinite(step int, loss, norm float64) error {
 	return fmt.Errorf("step %d: loss %v, grad norm %v is not finite; stopped before updating the weights (%s); try a lower --lr or --grad-clip 1", step, loss, norm, where)
 }
 
-// evaluate returns the mean validation loss over EvalBatches batches from the start of val.
+// evaluate returns the mean validation loss over the EvalBatches batches spread evenly over the
+// validation split (the same rows at every evaluation).
 func (t *Trainer) evaluate() (float32, error) {
 	t.val.Reset()
 	l, err := Evaluate(t.model, t.val, t.cfg.BatchSize, t.cfg.SeqLen, t.cfg.EvalBatches)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 
 	"github.com/gpt2go/gpt2go/data"
 	"github.com/gpt2go/gpt2go/gpt"
@@ -121,8 +123,8 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&lf.init, "init", "", "llm.c model file")
 	fs.StringVar(&dataPath, "data", "", "prepared dataset DIR or SHARD.bin")
 	tasks.register(fs, &lf)
-	fs.StringVar(&split, "split", "val", "val or train (val falls back to train when the data has no val shards)")
-	fs.IntVar(&batches, "batches", 20, "batches to evaluate (0 = the whole split)")
+	fs.StringVar(&split, "split", "val", "with a dataset DIR: val or train (val falls back to train when the data has no val shards); a SHARD.bin is evaluated as it is")
+	fs.IntVar(&batches, "batches", 20, "batches to evaluate, spread evenly over the split (0 = the whole split)")
 	fs.IntVar(&B, "batch-size", 8, "sequences per batch")
 	fs.IntVar(&T, "seq-len", 0, "tokens per sequence (default: the model's block size, at most 1024)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
@@ -154,18 +156,11 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	case tasks.text != "":
 		return tasks.runText(loaded, &lf, &dev, B, T, asJSON, stdout, stderr)
 	}
-	ds, err := data.Open(dataPath)
+	shards, split, err := evalShards(dataPath, split, setFlags(fs)["split"])
 	if err != nil {
 		return err
 	}
-	shards := ds.ValShards
-	switch {
-	case split == "train" || (split == "val" && len(shards) == 0):
-		shards, split = ds.TrainShards, "train"
-	case split != "val":
-		return fmt.Errorf("unknown --split %q; use val or train", split)
-	}
-	loader, err := data.NewLoader(shards, B, T, loaded.Config.VocabSize, false, 0)
+	loader, err := data.NewEvalLoader(shards, B, T, loaded.Config.VocabSize, batches)
 	if err != nil {
 		return err
 	}
@@ -200,6 +195,32 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s loss %.4f | perplexity %.3f | %d batches x %d x %d tokens | %s\n", split, loss, math.Exp(loss), batches, B, T, loaded.Source)
 	return nil
+}
+
+// evalShards picks what eval --data reads: a prepared directory's val shards (its train shards
+// with --split train, or when it has no val split), or exactly the one shard file given. The
+// returned split names what was read, for the output line.
+func evalShards(path, split string, splitSet bool) ([]string, string, error) {
+	if split != "val" && split != "train" {
+		return nil, "", fmt.Errorf("unknown --split %q; use val or train", split)
+	}
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		if splitSet {
+			return nil, "", fmt.Errorf("--split chooses among a dataset directory's shards; %s is one shard and is evaluated as it is: drop --split or pass its directory", path)
+		}
+		if _, err := data.ReadShardHeader(path); err != nil {
+			return nil, "", err
+		}
+		return []string{path}, filepath.Base(path), nil
+	}
+	ds, err := data.Open(path)
+	if err != nil {
+		return nil, "", err
+	}
+	if split == "train" || len(ds.ValShards) == 0 {
+		return ds.TrainShards, "train", nil
+	}
+	return ds.ValShards, "val", nil
 }
 
 func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
