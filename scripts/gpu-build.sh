@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds, on a machine with Go, everything scripts/gpu-check.sh runs on a GPU machine (which has no
 # Go): stripped cgo-free binaries (they need only libc) in .gpubin/, and the same packed with the
-# Shakespeare text into .gpupack/ (about 14 MB, what the device tool carries: `carry: [".gpupack"]`). Then, there:
+# Shakespeare text into .gpupack/ (about 14 MB, what the device tool carries:
+# `carry: [".gpupack"]`). Then, there:
 #   scripts/gpu-check.sh $OUT
 set -euo pipefail
 cd "$(dirname "$0")/.."
