@@ -267,33 +267,74 @@ func testTenAdamWSteps(t *testing.T, be backend.Backend) {
 }
 
 // A full step must give bit-identical results whatever the thread count: that is what makes
-// resumed runs reproducible on the same machine.
+// resumed runs reproducible on the same machine. The step is the trainer's: forward, backward,
+// the gradient norm, the clip scale computed from it, and AdamW.
 func TestStepIndependentOfThreads(t *testing.T) {
 	r := loadReference(t)
-	run := func(threads int) (float32, []float32) {
+	// The fixture's hyperparameters: steps 0-2 are clipped, step 3 is not.
+	opt := gpt.AdamWConfig{Beta1: r.meta(t, "beta1"), Beta2: r.meta(t, "beta2"), Eps: r.meta(t, "eps"), WeightDecay: r.meta(t, "weight_decay")}
+	lr, maxNorm := r.meta(t, "lr"), r.meta(t, "max_norm")
+	type result struct {
+		losses             []float32
+		norms              []float64
+		params, m1, m2     []float32
+		clipped, unclipped int
+	}
+	run := func(threads int) result {
 		model, err := gpt.New(cpu.New(threads), r.cfg, r.B, r.T)
 		if err != nil {
 			t.Fatal(err)
 		}
-		model.SetParams(r.params)
-		var loss float32
-		for i := range 3 {
+		if err := model.SetParams(r.params); err != nil {
+			t.Fatal(err)
+		}
+		var res result
+		for i := range 4 {
 			inputs, targets := r.batch(i)
 			model.ZeroGrad()
-			loss, _ = model.Forward(inputs, targets, r.B, r.T)
-			model.Backward(1)
-			model.Update(gpt.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}, 1e-3, i+1, 1)
+			loss, err := model.Forward(inputs, targets, r.B, r.T)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := model.Backward(1); err != nil {
+				t.Fatal(err)
+			}
+			norm := model.GradNorm()
+			scale := min(1, maxNorm/(norm+1e-6))
+			if scale < 1 {
+				res.clipped++
+			} else {
+				res.unclipped++
+			}
+			model.Update(opt, lr, i+1, scale)
+			res.losses = append(res.losses, loss)
+			res.norms = append(res.norms, norm)
 		}
-		return loss, append([]float32(nil), cpu.Floats(model.Params)...)
+		res.params = append([]float32(nil), cpu.Floats(model.Params)...)
+		res.m1 = append([]float32(nil), cpu.Floats(model.M)...)
+		res.m2 = append([]float32(nil), cpu.Floats(model.V)...)
+		return res
 	}
-	l1, p1 := run(1)
-	l3, p3 := run(3)
-	if l1 != l3 {
-		t.Errorf("loss with 1 thread %v != with 3 threads %v", l1, l3)
+	one, three := run(1), run(3)
+	if one.clipped == 0 || one.unclipped == 0 {
+		t.Fatalf("%d steps clipped, %d not: the test should exercise both", one.clipped, one.unclipped)
 	}
-	for i := range p1 {
-		if p1[i] != p3[i] {
-			t.Fatalf("param %d differs between 1 and 3 threads: %v vs %v", i, p1[i], p3[i])
+	for i := range one.losses {
+		if one.losses[i] != three.losses[i] {
+			t.Errorf("step %d: loss with 1 thread %v != with 3 threads %v", i, one.losses[i], three.losses[i])
+		}
+		if math.Float64bits(one.norms[i]) != math.Float64bits(three.norms[i]) {
+			t.Errorf("step %d: grad norm with 1 thread %v != with 3 threads %v", i, one.norms[i], three.norms[i])
+		}
+	}
+	for _, buf := range []struct {
+		name       string
+		one, three []float32
+	}{{"param", one.params, three.params}, {"exp_avg", one.m1, three.m1}, {"exp_avg_sq", one.m2, three.m2}} {
+		for i := range buf.one {
+			if math.Float32bits(buf.one[i]) != math.Float32bits(buf.three[i]) {
+				t.Fatalf("%s %d differs between 1 and 3 threads: %v vs %v", buf.name, i, buf.one[i], buf.three[i])
+			}
 		}
 	}
 }
@@ -306,13 +347,17 @@ func TestPaddingAndNoPosEmbGetNoGradient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model.SetParams(r.params)
+	if err := model.SetParams(r.params); err != nil {
+		t.Fatal(err)
+	}
 	inputs, targets := r.batch(0)
 	model.ZeroGrad()
 	if _, err := model.Forward(inputs, targets, r.B, r.T); err != nil {
 		t.Fatal(err)
 	}
-	model.Backward(1)
+	if err := model.Backward(1); err != nil {
+		t.Fatal(err)
+	}
 	g := cpu.Floats(model.Grads)
 	C, V, Vp := cfg.Channels, cfg.VocabSize, cfg.PaddedVocabSize
 	for i := V * C; i < Vp*C; i++ {
@@ -359,12 +404,19 @@ func TestGenerateGreedyIsDeterministic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model.SetParams(r.params)
-	a, err := model.Generate([]int32{1, 2, 3}, gpt.SampleOptions{Tokens: 20, Temperature: 0}, nil)
-	if err != nil {
+	if err := model.SetParams(r.params); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := model.Generate([]int32{1, 2, 3}, gpt.SampleOptions{Tokens: 20, Temperature: 0}, nil)
+	generate := func(prompt []int32, opts gpt.SampleOptions) []int32 {
+		t.Helper()
+		out, err := model.Generate(prompt, opts, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	a := generate([]int32{1, 2, 3}, gpt.SampleOptions{Tokens: 20, Temperature: 0})
+	b := generate([]int32{1, 2, 3}, gpt.SampleOptions{Tokens: 20, Temperature: 0})
 	if len(a) != 23 {
 		t.Fatalf("generated %d tokens, want 23", len(a))
 	}
@@ -373,8 +425,8 @@ func TestGenerateGreedyIsDeterministic(t *testing.T) {
 			t.Fatalf("greedy generation not deterministic or out of vocab at %d: %v vs %v", i, a, b)
 		}
 	}
-	s1, _ := model.Generate([]int32{1}, gpt.SampleOptions{Tokens: 30, Temperature: 1, TopK: 5, Seed: 7}, nil)
-	s2, _ := model.Generate([]int32{1}, gpt.SampleOptions{Tokens: 30, Temperature: 1, TopK: 5, Seed: 7}, nil)
+	s1 := generate([]int32{1}, gpt.SampleOptions{Tokens: 30, Temperature: 1, TopK: 5, Seed: 7})
+	s2 := generate([]int32{1}, gpt.SampleOptions{Tokens: 30, Temperature: 1, TopK: 5, Seed: 7})
 	for i := range s1 {
 		if s1[i] != s2[i] {
 			t.Fatal("sampling with the same seed differs")
