@@ -1,0 +1,338 @@
+package hf
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/gpt2go/gpt2go/gpt"
+	"github.com/gpt2go/gpt2go/safetensors"
+)
+
+// Model is a Hugging Face GPT-2 model in gpt2go's layout.
+type Model struct {
+	Config gpt.Config
+	Params []float32 // gpt.ParamSpecs order; the padded vocabulary rows are zero
+	Source string    // the model.safetensors read
+	// Ignored lists the file's tensors that a GPT-2 language model does not use (say, a
+	// classification head), which were skipped. The attention buffers are not listed.
+	Ignored []string
+}
+
+// prefix is what GPT2LMHeadModel puts before its GPT2Model's tensor names.
+const prefix = "transformer."
+
+// bufferName matches the attention buffers older files carry: the causal mask and masked_bias.
+var bufferName = regexp.MustCompile(`^h\.\d+\.attn\.(bias|masked_bias)$`)
+
+// layerName extracts the layer number of a per-layer tensor name.
+var layerName = regexp.MustCompile(`^h\.(\d+)\.`)
+
+// source is a model.safetensors whose header has been checked against its config.json.
+type source struct {
+	cfg     gpt.Config
+	path    string
+	header  *safetensors.Header
+	found   map[string]safetensors.TensorInfo // by name without the prefix
+	lmHead  *safetensors.TensorInfo
+	ignored []string
+}
+
+// IsWeightsFile reports whether path is a safetensors file with GPT-2's Hugging Face names
+// (wte.weight, with or without the "transformer." prefix).
+func IsWeightsFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.IsDir() {
+		return false
+	}
+	h, err := safetensors.ReadHeader(f, st.Size())
+	if err != nil {
+		return false
+	}
+	for _, t := range h.Tensors {
+		if t.Name == "wte.weight" || t.Name == prefix+"wte.weight" {
+			return true
+		}
+	}
+	return false
+}
+
+// Inspect checks a Hugging Face GPT-2 model without reading its weights and returns its gpt2go
+// config. path is a folder holding config.json and model.safetensors, or the model.safetensors
+// file itself with config.json beside it. Every tensor's presence, dtype and shape is checked.
+func Inspect(path string) (gpt.Config, error) {
+	src, f, err := open(path)
+	if err != nil {
+		return gpt.Config{}, err
+	}
+	f.Close()
+	return src.cfg, nil
+}
+
+// Read reads a Hugging Face GPT-2 model (see Inspect for path) into gpt2go's flat layout.
+func Read(path string) (*Model, error) {
+	src, f, err := open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cfg := src.cfg
+	params := make([]float32, cfg.NumParams())
+	var buf []byte
+	var tmp []float32
+	read := func(info safetensors.TensorInfo, dst []float32) error {
+		n := info.End - info.Begin
+		if int64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := f.ReadAt(buf, src.header.DataOffset+info.Begin); err != nil {
+			if err == io.EOF {
+				err = safetensors.ErrTruncated
+			}
+			return fmt.Errorf("%s: read tensor %s: %w", src.path, info.Name, err)
+		}
+		decode(dst, buf, info.DType)
+		return nil
+	}
+	for _, t := range tensors(cfg) {
+		info := src.found[t.name]
+		dst := params[t.offset : t.offset+t.size()]
+		if !t.conv1d {
+			if err := read(info, dst); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if cap(tmp) < t.size() {
+			tmp = make([]float32, t.size())
+		}
+		tmp = tmp[:t.size()]
+		if err := read(info, tmp); err != nil {
+			return nil, err
+		}
+		transpose(dst, tmp, t.shape[0], t.shape[1])
+	}
+	if src.lmHead != nil {
+		head := make([]float32, cfg.VocabSize*cfg.Channels)
+		if err := read(*src.lmHead, head); err != nil {
+			return nil, err
+		}
+		for i, v := range head {
+			if math.Float32bits(v) != math.Float32bits(params[i]) {
+				return nil, fmt.Errorf("%s: lm_head.weight differs from wte.weight (first at element %d): the LM head is not tied to the token embedding, and gpt2go's GPT-2 ties them", src.path, i)
+			}
+		}
+	}
+	return &Model{Config: cfg, Params: params, Source: src.path, Ignored: src.ignored}, nil
+}
+
+// open finds config.json and model.safetensors for path, reads the config and checks the
+// weights' header against it. The caller closes the returned file.
+func open(path string) (*source, *os.File, error) {
+	configPath, weightsPath, err := locate(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := readConfig(configPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := os.Open(weightsPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("hf model: %w", err)
+	}
+	src, err := checkHeader(f, weightsPath, cfg)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return src, f, nil
+}
+
+// locate returns the config.json and model.safetensors paths for a folder or a weights file.
+func locate(path string) (configPath, weightsPath string, err error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", "", fmt.Errorf("hf model: %w", err)
+	}
+	if !st.IsDir() {
+		configPath = filepath.Join(filepath.Dir(path), ConfigFile)
+		if _, err := os.Stat(configPath); err != nil {
+			return "", "", fmt.Errorf("no %s beside %s, and the weights alone do not give n_head; put the model's config.json next to it or pass the folder", ConfigFile, path)
+		}
+		return configPath, path, nil
+	}
+	weightsPath = filepath.Join(path, WeightsFile)
+	if _, err := os.Stat(weightsPath); err == nil {
+		return filepath.Join(path, ConfigFile), weightsPath, nil
+	}
+	has := func(name string) bool {
+		_, err := os.Stat(filepath.Join(path, name))
+		return err == nil
+	}
+	switch {
+	case has("model.safetensors.index.json"):
+		return "", "", fmt.Errorf("%s holds a sharded checkpoint (model.safetensors.index.json), which gpt2go does not read; save it as one file with save_pretrained(dir, max_shard_size=\"100GB\")", path)
+	case has("pytorch_model.bin"):
+		return "", "", fmt.Errorf("%s has pytorch_model.bin but no %s, and gpt2go reads safetensors only; download the repository's model.safetensors or save the model with save_pretrained(dir, safe_serialization=True)", path, WeightsFile)
+	case has(ConfigFile):
+		return "", "", fmt.Errorf("%s has %s but no %s; download the weights into it (or pass hf:OWNER/NAME to download both)", path, ConfigFile, WeightsFile)
+	}
+	return "", "", fmt.Errorf("%s has no %s; pass a Hugging Face GPT-2 folder (config.json + model.safetensors), its model.safetensors, hf:openai-community/gpt2 or an llm.c model file", path, WeightsFile)
+}
+
+// checkHeader maps the file's tensors to cfg's and checks their dtypes and shapes.
+func checkHeader(f *os.File, path string, cfg gpt.Config) (*source, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("hf model: %w", err)
+	}
+	h, err := safetensors.ReadHeader(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a valid safetensors file: %w", path, err)
+	}
+	src := &source{cfg: cfg, path: path, header: h, found: map[string]safetensors.TensorInfo{}}
+	for _, t := range h.Tensors {
+		name := strings.TrimPrefix(t.Name, prefix)
+		if _, dup := src.found[name]; dup {
+			return nil, fmt.Errorf("%s holds both %s and %s%s; it is not one model", path, name, prefix, name)
+		}
+		switch {
+		case name == "lm_head.weight":
+			src.lmHead = &t
+			continue
+		case bufferName.MatchString(name):
+			continue
+		}
+		if m := layerName.FindStringSubmatch(name); m != nil {
+			if l, _ := strconv.Atoi(m[1]); l >= cfg.NumLayers {
+				return nil, fmt.Errorf("%s holds tensor %s but config.json says n_layer %d; config.json and the weights do not belong together", path, t.Name, cfg.NumLayers)
+			}
+		}
+		src.found[name] = t
+	}
+	want := tensors(cfg)
+	known := map[string]bool{}
+	var missing []string
+	for _, w := range want {
+		known[w.name] = true
+		info, ok := src.found[w.name]
+		if !ok {
+			missing = append(missing, w.name)
+			continue
+		}
+		if err := checkTensor(info, w.shape); err != nil {
+			return nil, fmt.Errorf("%s: %w; config.json (n_embd %d, n_head %d, n_layer %d, n_positions %d, vocab_size %d) and the weights do not belong together", path, err, cfg.Channels, cfg.NumHeads, cfg.NumLayers, cfg.BlockSize, cfg.VocabSize)
+		}
+	}
+	if len(missing) > 0 {
+		more := ""
+		if len(missing) > 1 {
+			more = fmt.Sprintf(" and %d more", len(missing)-1)
+		}
+		return nil, fmt.Errorf("%s lacks tensor %s%s (with or without the %q prefix); it is not a complete GPT-2 model", path, missing[0], more, prefix)
+	}
+	if src.lmHead != nil {
+		if err := checkTensor(*src.lmHead, []int{cfg.VocabSize, cfg.Channels}); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	for _, t := range h.Tensors {
+		if name := strings.TrimPrefix(t.Name, prefix); src.found[name].Name == t.Name && !known[name] {
+			src.ignored = append(src.ignored, t.Name)
+		}
+	}
+	return src, nil
+}
+
+// checkTensor checks that a tensor holds floats of the given shape.
+func checkTensor(info safetensors.TensorInfo, shape []int) error {
+	if !equalShapes(info.Shape, shape) {
+		return fmt.Errorf("tensor %s has shape %v, want %v", info.Name, info.Shape, shape)
+	}
+	switch info.DType {
+	case "F32", "F16", "BF16", "F64":
+		return nil
+	}
+	return fmt.Errorf("tensor %s has dtype %s; gpt2go reads F32, F16, BF16 and F64 weights", info.Name, info.DType)
+}
+
+func equalShapes(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// decode converts little-endian src of dtype (F32, F16, BF16 or F64) to float32s.
+func decode(dst []float32, src []byte, dtype string) {
+	le := binary.LittleEndian
+	switch dtype {
+	case "F32":
+		for i := range dst {
+			dst[i] = math.Float32frombits(le.Uint32(src[4*i:]))
+		}
+	case "BF16":
+		for i := range dst {
+			dst[i] = math.Float32frombits(uint32(le.Uint16(src[2*i:])) << 16)
+		}
+	case "F16":
+		for i := range dst {
+			dst[i] = halfToFloat(le.Uint16(src[2*i:]))
+		}
+	case "F64":
+		for i := range dst {
+			dst[i] = float32(math.Float64frombits(le.Uint64(src[8*i:])))
+		}
+	default:
+		panic("hf: decode " + dtype) // checkTensor lets no other dtype through
+	}
+}
+
+// halfToFloat converts an IEEE 754 binary16 to float32 exactly.
+func halfToFloat(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	frac := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f: // inf, nan
+		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
+	case exp != 0: // normal
+		return math.Float32frombits(sign | (exp+127-15)<<23 | frac<<13)
+	case frac == 0: // zero
+		return math.Float32frombits(sign)
+	}
+	// subnormal: frac * 2^-24
+	v := float32(frac) * (1.0 / (1 << 24))
+	if sign != 0 {
+		v = -v
+	}
+	return v
+}
+
+// transpose writes the (rows, cols) row-major matrix src into dst as (cols, rows).
+func transpose(dst, src []float32, rows, cols int) {
+	for r := range rows {
+		row := src[r*cols : (r+1)*cols]
+		for c, v := range row {
+			dst[c*rows+r] = v
+		}
+	}
+}
