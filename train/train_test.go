@@ -95,6 +95,9 @@ func readLog(t *testing.T, path string) (train map[int]float64, val map[int]floa
 			train[e.Step] = *e.Loss
 		}
 		if e.ValLoss != nil {
+			if _, dup := val[e.Step]; dup {
+				t.Fatalf("log has val loss of step %d twice", e.Step)
+			}
 			val[e.Step] = *e.ValLoss
 		}
 	}
@@ -116,7 +119,8 @@ func testResumeIsBitIdentical(t *testing.T, be backend.Backend) {
 				t.Fatal(err)
 			}
 			half := filepath.Join(t.TempDir(), "half")
-			if _, err := runTrain(t, Options{Config: cfg, RunDir: half, StopAt: 6, Backend: be}); err != nil {
+			const stopAt = 6
+			if _, err := runTrain(t, Options{Config: cfg, RunDir: half, StopAt: stopAt, Backend: be}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := runTrain(t, Options{Config: cfg, RunDir: half, Resume: true, Backend: be}); err != nil {
@@ -132,9 +136,23 @@ func testResumeIsBitIdentical(t *testing.T, be backend.Backend) {
 					t.Errorf("step %d: resumed loss %v != uninterrupted %v", step, got, want)
 				}
 			}
+			// Every evaluation of the uninterrupted run, those after the resume included, must be
+			// in the resumed log with the same bits, and no other but the one --stop-at makes at
+			// its last step.
+			if len(wantVal) == 0 {
+				t.Fatal("the uninterrupted run logged no val loss; smallConfig should evaluate")
+			}
 			for step, want := range wantVal {
-				if got, ok := gotVal[step]; ok && got != want {
+				got, ok := gotVal[step]
+				if !ok {
+					t.Errorf("step %d: the resumed run logged no val loss (uninterrupted %v)", step, want)
+				} else if got != want {
 					t.Errorf("step %d: resumed val loss %v != uninterrupted %v", step, got, want)
+				}
+			}
+			for step, got := range gotVal {
+				if _, ok := wantVal[step]; !ok && step != stopAt {
+					t.Errorf("step %d: the resumed run logged val loss %v, the uninterrupted run none", step, got)
 				}
 			}
 			// The loss must actually fall: the data is learnable.
