@@ -90,6 +90,7 @@ type Trainer struct {
 	target    []int32
 	host      struct{ params, m, v []float32 }
 	last      string // path of the newest checkpoint
+	lock      *checkpoint.RunLock
 }
 
 // Run trains from scratch or resumes, until Config.Steps updates are done or ctx is cancelled
@@ -103,10 +104,25 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	return t.loop(ctx)
 }
 
+// open takes the run directory's writer lock, then sets up the run; the lock is held until close.
 func open(opts Options) (*Trainer, error) {
 	if opts.RunDir == "" {
 		return nil, errors.New("no run directory; pass --out RUNDIR")
 	}
+	lock, err := checkpoint.LockRunDir(opts.RunDir)
+	if err != nil {
+		return nil, err
+	}
+	t, err := openLocked(opts)
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	t.lock = lock
+	return t, nil
+}
+
+func openLocked(opts Options) (*Trainer, error) {
 	t := &Trainer{opts: opts, be: opts.Backend, out: opts.Out}
 	var ck *checkpoint.Checkpoint
 	if opts.Resume {
@@ -326,6 +342,7 @@ func (t *Trainer) close() {
 	if t.tb != nil {
 		t.tb.Close()
 	}
+	t.lock.Release()
 }
 
 // loop runs the remaining steps.
