@@ -81,6 +81,13 @@ type Ops interface {
 	// AttentionBackward writes dqkv(B,T,3C) (overwritten) given dout(B,T,C) and the forward's qkv,
 	// out and lse.
 	AttentionBackward(dqkv, dout, qkv, out, lse Buf, B, T, C, NH int)
+	// AttentionForwardCached is AttentionForward for generation with a key/value cache: qkv
+	// (B,Tnew,3C) holds q, k, v of the Tnew new positions pos..pos+Tnew-1 of each sequence, whose
+	// earlier positions' keys and values are in kcache and vcache (B,NH,maxT,HS). It writes the
+	// new k and v into the caches at pos..pos+Tnew-1, then out(B,Tnew,C), each new query's
+	// softmax(s) @ v over the cached positions 0..pos+t (causal). Needs pos+Tnew <= maxT; forward
+	// only, no lse.
+	AttentionForwardCached(out, kcache, vcache, qkv Buf, B, Tnew, pos, maxT, C, NH int)
 
 	// GeluForward: out(N) = gelu(inp(N)) with the tanh approximation.
 	GeluForward(out, inp Buf, N int)

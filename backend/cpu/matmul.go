@@ -15,8 +15,13 @@ func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backen
 }
 
 // matmulForward: out(N,OC) = inp(N,C) @ weight(OC,C)^T + bias(OC); bias may be nil. Each output
-// element starts from its bias (or 0) and adds the C products in order.
+// element starts from its bias (or 0) and adds the C products in order; a few rows (generation's
+// one token at a time) take the matrix-vector path instead (matvec.go).
 func matmulForward[F Float](p *pool, ws *gemmWorkspace[F], out, inp, weight, bias []F, N, C, OC int) {
+	if N <= matvecMaxRows {
+		matvec(p, out, inp, weight, bias, N, C, OC)
+		return
+	}
 	gemm(p, ws, N, OC, C,
 		strided[F]{data: inp, rowStride: C, colStride: 1},
 		strided[F]{data: weight, rowStride: 1, colStride: C}, // weight^T

@@ -92,7 +92,8 @@ func New(opts Options) (*Backend, error) {
 
 // kernelNames lists the kernels each file defines (checked by a test against the sources).
 var kernelNames = map[string][]string{
-	"attention.cu": {"attention_forward", "attention_backward_delta", "attention_backward_dq", "attention_backward_dkv"},
+	"attention.cu":        {"attention_forward", "attention_backward_delta", "attention_backward_dq", "attention_backward_dkv"},
+	"attention_cached.cu": {"attention_cache_append", "attention_forward_cached"},
 	"attention_tiled.cu": {"attention_forward_hs16", "attention_forward_hs32", "attention_forward_hs48", "attention_forward_hs64",
 		"attention_backward_dq_hs16", "attention_backward_dq_hs32", "attention_backward_dq_hs48", "attention_backward_dq_hs64",
 		"attention_backward_dkv_hs16", "attention_backward_dkv_hs32", "attention_backward_dkv_hs48", "attention_backward_dkv_hs64",

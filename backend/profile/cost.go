@@ -141,6 +141,19 @@ func attentionBackwardCost(B, T, C, NH int) Cost {
 	}
 }
 
+// attentionForwardCachedCost: new query t sees pos+t+1 keys, so the pairs are
+// Tnew*pos + Tnew(Tnew+1)/2, each 4*HS FLOPs as in the forward. Read qkv (B,Tnew,3C) and the
+// cached keys and values up to pos+Tnew (2*B*(pos+Tnew)*C); write the new ones (2*B*Tnew*C) and
+// out (B,Tnew,C).
+func attentionForwardCachedCost(B, Tnew, pos, C, NH int) Cost {
+	HS := C / NH
+	return Cost{
+		Flops: 4 * float64(B*NH*HS) * (float64(Tnew)*float64(pos) + causalPairs(Tnew)),
+		Bytes: elems(3*B*Tnew*C, 2*B*(pos+Tnew)*C, 2*B*Tnew*C, B*Tnew*C),
+		Dims:  dims("B", B, "Tnew", Tnew, "pos", pos, "C", C, "NH", NH),
+	}
+}
+
 // geluForwardCost: read inp (N), write out (N).
 func geluForwardCost(N int) Cost { return Cost{Bytes: elems(2 * N), Dims: dims("N", N)} }
 

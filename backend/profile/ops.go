@@ -59,6 +59,12 @@ func (p *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T,
 	p.record("AttentionBackward", start, p.finish(), attentionBackwardCost(B, T, C, NH))
 }
 
+func (p *Backend) AttentionForwardCached(out, kcache, vcache, qkv backend.Buf, B, Tnew, pos, maxT, C, NH int) {
+	start := p.now()
+	p.Backend.AttentionForwardCached(out, kcache, vcache, qkv, B, Tnew, pos, maxT, C, NH)
+	p.record("AttentionForwardCached", start, p.finish(), attentionForwardCachedCost(B, Tnew, pos, C, NH))
+}
+
 func (p *Backend) GeluForward(out, inp backend.Buf, N int) {
 	start := p.now()
 	p.Backend.GeluForward(out, inp, N)
