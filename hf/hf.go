@@ -16,6 +16,7 @@
 package hf
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -155,9 +156,18 @@ func configJSON(cfg gpt.Config, eot int) ([]byte, error) {
 	if eot >= 0 {
 		c["bos_token_id"], c["eos_token_id"] = eot, eot
 	}
-	// transformers writes its configs sorted, with two-space indents and a final newline.
-	b, err := json.MarshalIndent(c, "", "  ")
-	return append(b, '\n'), err
+	return indentJSON(c)
+}
+
+// indentJSON formats v as transformers writes its JSON files: keys sorted, two-space indents, a
+// final newline, and no escaping of <, > and & (which "<|endoftext|>" has).
+func indentJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	err := enc.Encode(v)
+	return b.Bytes(), err
 }
 
 // tensorName maps gpt2go's parameters to Hugging Face's tensor names: per layer ("%d" is the

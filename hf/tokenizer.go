@@ -187,14 +187,14 @@ func writeTokenizer(dir string, tok tokenizer.Tokenizer, cfg gpt.Config) (files 
 	if v.eot >= 0 {
 		special["bos_token"], special["eos_token"], special["unk_token"] = tokenizer.EOTText, tokenizer.EOTText, tokenizer.EOTText
 	}
-	tcfg, err := json.MarshalIndent(special, "", "  ")
+	tcfg, err := indentJSON(special)
 	if err != nil {
 		return nil, "", err
 	}
 	for _, f := range []struct {
 		name string
 		data []byte
-	}{{VocabFile, v.vocabJSON()}, {MergesFile, v.mergesTxt()}, {TokenizerConfigFile, append(tcfg, '\n')}} {
+	}{{VocabFile, v.vocabJSON()}, {MergesFile, v.mergesTxt()}, {TokenizerConfigFile, tcfg}} {
 		if err := atomicfile.WriteBytes(filepath.Join(dir, f.name), f.data); err != nil {
 			return nil, "", err
 		}

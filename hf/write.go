@@ -61,6 +61,12 @@ func Write(dir string, cfg gpt.Config, params []float32, tok tokenizer.Tokenizer
 	}
 	out.Files = append(out.Files, files...)
 	out.NoTokenizer = why
+	// The temp files behind the atomic writes are private (0600); an export is made to be shared.
+	for _, f := range out.Files {
+		if err := os.Chmod(filepath.Join(dir, f), 0o644); err != nil {
+			return nil, fmt.Errorf("export: %w", err)
+		}
+	}
 	return out, nil
 }
 

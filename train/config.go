@@ -18,7 +18,7 @@ import (
 type Config struct {
 	Model gpt.Config `json:"model"`
 	Data  string     `json:"data"`           // prepared dataset: a directory or one shard
-	Init  string     `json:"init,omitempty"` // llm.c model file the weights started from
+	Init  string     `json:"init,omitempty"` // pretrained weights the run started from (--init)
 	// Tokenizer of the data, kept so checkpoints can be sampled without the dataset.
 	Tokenizer *TokenizerInfo `json:"tokenizer,omitempty"`
 

@@ -1,17 +1,25 @@
 package train
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/checkpoint"
 	"github.com/gpt2go/gpt2go/gpt"
+	"github.com/gpt2go/gpt2go/hf"
+	"github.com/gpt2go/gpt2go/prepare"
+	"github.com/gpt2go/gpt2go/safetensors"
 )
 
-// Loaded is a model read from a run directory, a checkpoint file or an llm.c model file.
+// Loaded is a model read from a run directory, a checkpoint file, an llm.c model file or a
+// Hugging Face GPT-2 model.
 type Loaded struct {
 	Config gpt.Config
 	Params []float32
@@ -66,15 +74,128 @@ func LoadLLMC(path string) (*Loaded, error) {
 	return &Loaded{Config: cfg, Params: params, Source: path}, nil
 }
 
-// isLLMC reports whether path starts with llm.c's model magic.
-func isLLMC(path string) bool {
+// InitHelp names what --init accepts, for flag help and errors.
+const InitHelp = "an llm.c model file, a Hugging Face GPT-2 folder (config.json + model.safetensors) or its model.safetensors, or hf:OWNER/NAME from the Hub (e.g. hf:openai-community/gpt2)"
+
+// LoadInit reads the pretrained weights --init names (see InitHelp), telling them apart by
+// content: llm.c's magic number, a safetensors file with GPT-2's Hugging Face names, a folder
+// with model.safetensors. hf:OWNER/NAME[@REVISION] is downloaded into the cache the first time.
+// progress (may be nil) gets download bars and notes about skipped tensors.
+func LoadInit(spec string, progress io.Writer) (*Loaded, error) {
+	kind, path, err := resolveInit(spec, progress)
+	if err != nil {
+		return nil, err
+	}
+	if kind == "llmc" {
+		return LoadLLMC(path)
+	}
+	m, err := hf.Read(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Ignored) > 0 && progress != nil {
+		fmt.Fprintf(progress, "note: %s: skipping %d tensors a GPT-2 language model does not use: %s\n", m.Source, len(m.Ignored), strings.Join(m.Ignored, ", "))
+	}
+	return &Loaded{Config: m.Config, Params: m.Params, Source: spec}, nil
+}
+
+// InitConfig returns the config of the model --init names, reading only headers (for a Hugging
+// Face model, config.json checked against the safetensors header).
+func InitConfig(spec string, progress io.Writer) (gpt.Config, error) {
+	kind, path, err := resolveInit(spec, progress)
+	if err != nil {
+		return gpt.Config{}, err
+	}
+	if kind == "llmc" {
+		cfg, _, err := gpt.ReadLLMC(path)
+		return cfg, err
+	}
+	return hf.Inspect(path)
+}
+
+// resolveInit says what spec is ("llmc" or "hf") and where it is, downloading hf:OWNER/NAME.
+func resolveInit(spec string, progress io.Writer) (kind, path string, err error) {
+	if strings.HasPrefix(spec, hf.SpecPrefix) {
+		cache, err := prepare.DefaultCacheDir()
+		if err != nil {
+			return "", "", err
+		}
+		dir, err := hf.Download(context.Background(), spec, cache, progress)
+		return "hf", dir, err
+	}
+	st, err := os.Stat(spec)
+	if err != nil {
+		return "", "", fmt.Errorf("--init: %w; pass %s", err, InitHelp)
+	}
+	switch {
+	case st.IsDir() && fileExists(filepath.Join(spec, "run.json")):
+		return "", "", fmt.Errorf("--init %s is a gpt2go run; continue it with train --resume %s, or read it with --ckpt", spec, spec)
+	case st.IsDir():
+		return "hf", spec, nil // hf.Read names what the folder lacks
+	case isLLMC(spec):
+		return "llmc", spec, nil
+	case hf.IsWeightsFile(spec):
+		return "hf", spec, nil
+	case isCheckpoint(spec):
+		return "", "", fmt.Errorf("--init %s is a gpt2go checkpoint; sample or evaluate it with --ckpt, continue its run with train --resume, or export it first (export --format hf)", spec)
+	case isSafetensors(spec):
+		return "", "", fmt.Errorf("--init %s is a safetensors file without GPT-2's tensors (no wte.weight or transformer.wte.weight); pass %s", spec, InitHelp)
+	case isPyTorchPickle(spec):
+		return "", "", fmt.Errorf("--init %s is a PyTorch pickle, which gpt2go does not read; pass the model's model.safetensors (the Hub has one for every GPT-2 size), or save it with save_pretrained(dir, safe_serialization=True)", spec)
+	}
+	return "", "", fmt.Errorf("--init %s is neither an llm.c model file (wrong magic %d, want %d) nor a Hugging Face GPT-2 model; pass %s", spec, readMagic(spec), gpt.LLMCMagic, InitHelp)
+}
+
+// isSafetensors reports whether path has a valid safetensors header.
+func isSafetensors(path string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	_, err = safetensors.ReadHeader(f, st.Size())
+	return err == nil
+}
+
+// isPyTorchPickle recognises torch.save's files: a zip archive (PyTorch >= 1.6) or a bare pickle,
+// usually named pytorch_model.bin, *.pt or *.pth.
+func isPyTorchPickle(path string) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".pt", ".pth", ".ckpt":
+		return true
+	}
+	magic := readMagic(path)
+	return filepath.Base(path) == "pytorch_model.bin" || magic == 0x04034b50 || magic&0xf0ff == 0x0080 // "PK\x03\x04"; pickle PROTO 2-5
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// isCheckpoint reports whether path is a gpt2go checkpoint.
+func isCheckpoint(path string) bool {
+	_, err := checkpoint.Load(path)
+	return err == nil
+}
+
+// isLLMC reports whether path starts with llm.c's model magic.
+func isLLMC(path string) bool { return readMagic(path) == gpt.LLMCMagic }
+
+// readMagic returns the file's first little-endian int32 (0 if it has none).
+func readMagic(path string) int32 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
 	var magic int32
-	return binary.Read(f, binary.LittleEndian, &magic) == nil && magic == gpt.LLMCMagic
+	binary.Read(f, binary.LittleEndian, &magic)
+	return magic
 }
 
 // NewModel builds a model on be for batches up to (B,T) holding the loaded weights.

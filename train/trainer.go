@@ -266,15 +266,16 @@ func (t *Trainer) initWeights() error {
 	if cfg.Init == "" {
 		t.model.InitGPT2(cfg.Seed)
 	} else {
-		fileCfg, params, err := gpt.ReadLLMC(cfg.Init)
+		loaded, err := LoadInit(cfg.Init, nil) // a download happened when the config was read
 		if err != nil {
 			return err
 		}
+		fileCfg := loaded.Config
 		fileCfg.NoPositionalEmbs = cfg.Model.NoPositionalEmbs
 		if fileCfg != cfg.Model {
 			return fmt.Errorf("--init %s holds a model %+v that differs from the configured %+v", cfg.Init, fileCfg, cfg.Model)
 		}
-		if err := t.model.SetParams(params); err != nil {
+		if err := t.model.SetParams(loaded.Params); err != nil {
 			return err
 		}
 	}

@@ -29,6 +29,8 @@ func runAttn(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	var compare, text, out string
 	var layer, head, maxTokens int
 	fs.StringVar(&lf.ckpt, "ckpt", "", "run directory (newest checkpoint) or checkpoint file, e.g. RUNDIR/checkpoints/step_00000000.safetensors for the initial weights")
+	fs.StringVar(&lf.init, "init", "", "pretrained weights instead of --ckpt: "+train.InitHelp)
+	lf.progress = stderr
 	fs.StringVar(&compare, "compare", "", "a second checkpoint (same tokenizer) drawn beside the first, e.g. initial vs trained")
 	fs.StringVar(&lf.tokenizer, "tokenizer", "", "override the tokenizer: gpt2 or byte")
 	fs.StringVar(&text, "text", "", "the text whose attention to draw")
@@ -40,8 +42,14 @@ func runAttn(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
-	if lf.ckpt == "" {
-		return fmt.Errorf("no model: pass --ckpt RUNDIR|FILE")
+	first := lf.ckpt
+	switch {
+	case lf.ckpt != "" && lf.init != "":
+		return fmt.Errorf("give --ckpt or --init, not both")
+	case lf.init != "":
+		first = lf.init
+	case lf.ckpt == "":
+		return fmt.Errorf("no model: pass --ckpt RUNDIR|FILE or --init MODEL")
 	}
 	if text == "" {
 		return fmt.Errorf("no text: pass --text \"some text the model should read\"")
@@ -53,7 +61,7 @@ func runAttn(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fig, T, err := attentionFigure(be, lf, []string{lf.ckpt, compare}, text, layer, head, maxTokens, stderr)
+	fig, T, err := attentionFigure(be, lf, []string{first, compare}, text, layer, head, maxTokens, stderr)
 	if err != nil {
 		return err
 	}
@@ -76,7 +84,10 @@ func attentionFigure(be backend.Backend, lf loadFlags, paths []string, text stri
 			continue
 		}
 		src := lf
-		src.ckpt = path
+		src.ckpt, src.init = path, ""
+		if path == lf.init { // the --init weights; --compare is always a checkpoint
+			src.ckpt, src.init = "", path
+		}
 		loaded, err := src.load()
 		if err != nil {
 			return nil, 0, err

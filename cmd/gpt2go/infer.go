@@ -8,16 +8,21 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gpt2go/gpt2go/data"
 	"github.com/gpt2go/gpt2go/gpt"
+	"github.com/gpt2go/gpt2go/hf"
 	"github.com/gpt2go/gpt2go/internal/progress"
 	"github.com/gpt2go/gpt2go/tokenizer"
 	"github.com/gpt2go/gpt2go/train"
 )
 
-// loadFlags pick the weights: --ckpt RUNDIR|FILE or --init LLMC_FILE.
-type loadFlags struct{ ckpt, init, tokenizer string }
+// loadFlags pick the weights: --ckpt RUNDIR|FILE or --init (train.InitHelp).
+type loadFlags struct {
+	ckpt, init, tokenizer string
+	progress              io.Writer // download bars for --init hf:OWNER/NAME
+}
 
 func (l *loadFlags) load() (*train.Loaded, error) {
 	switch {
@@ -26,14 +31,14 @@ func (l *loadFlags) load() (*train.Loaded, error) {
 	case l.ckpt != "":
 		return train.LoadWeights(l.ckpt)
 	case l.init != "":
-		return train.LoadLLMC(l.init)
+		return train.LoadInit(l.init, l.progress)
 	default:
-		return nil, fmt.Errorf("no model: pass --ckpt RUNDIR|FILE or --init LLMC_MODEL.bin")
+		return nil, fmt.Errorf("no model: pass --ckpt RUNDIR|FILE or --init MODEL (%s)", train.InitHelp)
 	}
 }
 
 // tok returns the tokenizer: --tokenizer if given, else the one the run recorded, else GPT-2's
-// for models with GPT-2's vocabulary (llm.c files).
+// for models with GPT-2's vocabulary (llm.c files, Hugging Face GPT-2).
 func (l *loadFlags) tok(m *train.Loaded) (tokenizer.Tokenizer, error) {
 	if l.tokenizer != "" {
 		if l.tokenizer == "char" {
@@ -57,7 +62,8 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	var prompt string
 	var opts gpt.SampleOptions
 	fs.StringVar(&lf.ckpt, "ckpt", "", "run directory (newest checkpoint) or checkpoint file; llm.c model files work too")
-	fs.StringVar(&lf.init, "init", "", "llm.c model file")
+	fs.StringVar(&lf.init, "init", "", "pretrained weights: "+train.InitHelp)
+	lf.progress = stderr
 	fs.StringVar(&lf.tokenizer, "tokenizer", "", "override the tokenizer: gpt2 or byte")
 	fs.StringVar(&prompt, "prompt", "", "text to continue (default: start of a new document)")
 	fs.IntVar(&opts.Tokens, "tokens", 256, "tokens to generate")
@@ -120,7 +126,8 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	var asJSON bool
 	var tasks evalTaskFlags
 	fs.StringVar(&lf.ckpt, "ckpt", "", "run directory (newest checkpoint) or checkpoint file")
-	fs.StringVar(&lf.init, "init", "", "llm.c model file")
+	fs.StringVar(&lf.init, "init", "", "pretrained weights: "+train.InitHelp)
+	lf.progress = stderr
 	fs.StringVar(&dataPath, "data", "", "prepared dataset DIR or SHARD.bin")
 	tasks.register(fs, &lf)
 	fs.StringVar(&split, "split", "val", "with a dataset DIR: val or train (val falls back to train when the data has no val shards); a SHARD.bin is evaluated as it is")
@@ -223,32 +230,51 @@ func evalShards(path, split string, splitSet bool) ([]string, string, error) {
 	return ds.ValShards, "val", nil
 }
 
-func runExport(_ context.Context, args []string, stdout, _ io.Writer) error {
+func runExport(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("export")
 	var lf loadFlags
 	var format, out string
 	fs.StringVar(&lf.ckpt, "ckpt", "", "run directory (newest checkpoint) or checkpoint file")
-	fs.StringVar(&format, "format", "llmc", "output format: llmc (llm.c fp32 model file, version 3)")
-	fs.StringVar(&out, "out", "", "output file")
+	fs.StringVar(&lf.init, "init", "", "pretrained weights: "+train.InitHelp)
+	fs.StringVar(&lf.tokenizer, "tokenizer", "", "hf: the tokenizer whose files to write, gpt2 or byte (default: the run's; GPT-2's for a 50257-token vocabulary)")
+	fs.StringVar(&format, "format", "llmc", "output format: llmc (llm.c fp32 model file, version 3) or hf (a Hugging Face GPT-2 folder for GPT2LMHeadModel.from_pretrained)")
+	fs.StringVar(&out, "out", "", "output file (llmc) or folder (hf)")
+	lf.progress = stderr
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if out == "" {
-		return fmt.Errorf("no output: pass --out FILE")
+		return fmt.Errorf("no output: pass --out FILE (llmc) or --out DIR (hf)")
 	}
-	if format != "llmc" {
-		return fmt.Errorf("unknown --format %q; supported: llmc", format)
+	if format != "llmc" && format != "hf" {
+		return fmt.Errorf("unknown --format %q; supported: llmc, hf", format)
 	}
 	loaded, err := lf.load()
 	if err != nil {
 		return err
 	}
 	if loaded.Config.NoPositionalEmbs {
-		return fmt.Errorf("the model was trained without position embeddings, which llm.c's format cannot express")
+		return fmt.Errorf("the model was trained without position embeddings, which the %s format cannot express", format)
+	}
+	params := fmt.Sprintf("%.2fM params", float64(len(loaded.Params))/1e6)
+	if format == "hf" {
+		tok, err := lf.tok(loaded)
+		if err != nil && lf.tokenizer != "" {
+			return err
+		}
+		w, err := hf.Write(out, loaded.Config, loaded.Params, tok) // tok nil: no tokenizer files
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s (Hugging Face GPT-2: %s; %s, from %s)\n", out, strings.Join(w.Files, ", "), params, loaded.Source)
+		if w.NoTokenizer != "" {
+			fmt.Fprintf(stdout, "no tokenizer files: %s\n", w.NoTokenizer)
+		}
+		return nil
 	}
 	if err := gpt.WriteLLMC(out, loaded.Config, loaded.Params); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s (llm.c v3, %.2fM params, from %s)\n", out, float64(len(loaded.Params))/1e6, loaded.Source)
+	fmt.Fprintf(stdout, "wrote %s (llm.c v3, %s, from %s)\n", out, params, loaded.Source)
 	return nil
 }

@@ -22,6 +22,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlags("profile")
 	cfg := train.Defaults()
 	var mf modelFlags
+	mf.progress = stderr
 	var dev deviceFlags
 	var dataSpec, cacheDir, runDir, tracePath, jsonPath string
 	var warmup int
@@ -97,7 +98,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		cfg.Init = mf.init
 		if mf.init != "" {
-			loaded, err := train.LoadLLMC(mf.init)
+			loaded, err := train.LoadInit(mf.init, stderr)
 			if err != nil {
 				return err
 			}

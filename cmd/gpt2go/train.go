@@ -30,6 +30,7 @@ type modelFlags struct {
 	nLayer, nHead, nEmbd, blockSize, vocabSize, padTo int
 	noPosEmb                                          bool
 	init                                              string
+	progress                                          io.Writer // download bars for --init hf:OWNER/NAME
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
@@ -41,7 +42,7 @@ func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&m.vocabSize, "vocab-size", 0, "vocabulary size (default: from the data's meta.json)")
 	fs.IntVar(&m.padTo, "pad-vocab", 0, "round the vocabulary up to a multiple of this (e.g. 64 or 128; padded logits are masked out of the loss)")
 	fs.BoolVar(&m.noPosEmb, "no-pos-emb", false, "ablation: no learned position embeddings")
-	fs.StringVar(&m.init, "init", "", "start from an llm.c model file (its header fixes the architecture)")
+	fs.StringVar(&m.init, "init", "", "start from pretrained weights, which fix the architecture: "+train.InitHelp)
 }
 
 // build returns the model config the flags describe; dataVocab is the data's vocabulary size
@@ -50,12 +51,12 @@ func (m *modelFlags) build(set map[string]bool, dataVocab int) (gpt.Config, erro
 	var cfg gpt.Config
 	switch {
 	case m.init != "":
-		c, _, err := gpt.ReadLLMC(m.init)
+		c, err := train.InitConfig(m.init, m.progress)
 		if err != nil {
 			return cfg, err
 		}
 		if set["model"] || set["pad-vocab"] {
-			return cfg, fmt.Errorf("--model and --pad-vocab cannot be combined with --init (the llm.c file fixes the architecture)")
+			return cfg, fmt.Errorf("--model and --pad-vocab cannot be combined with --init (its model fixes the architecture)")
 		}
 		for name, pair := range map[string][2]int{
 			"n-layer": {m.nLayer, c.NumLayers}, "n-head": {m.nHead, c.NumHeads}, "n-embd": {m.nEmbd, c.Channels},
@@ -142,6 +143,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("train")
 	cfg := train.Defaults()
 	var mf modelFlags
+	mf.progress = stderr
 	var dev deviceFlags
 	var dataSpec, out, resume, cacheDir, cpuProfile string
 	var force, tensorBoard bool
