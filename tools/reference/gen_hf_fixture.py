@@ -97,24 +97,27 @@ def conv1d(x, weight, bias):
     return torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight).reshape(*x.shape[:-1], weight.shape[1])
 
 
-def forward(w, idx):
-    """GPT-2's forward pass over the state dict w: (b, t) ids -> (b, t, V) logits."""
+def forward(w, idx, n_layer=L, n_head=NH):
+    """GPT-2's forward pass over the state dict w (names without the "transformer." prefix,
+    Conv1D weights (in, out)): (b, t) ids -> (b, t, V) logits. scripts/hf-check.py imports it."""
     b, t = idx.shape
+    c = w["wte.weight"].shape[1]
+    hs = c // n_head
     x = w["wte.weight"][idx] + w["wpe.weight"][:t]
     causal = torch.ones(t, t, dtype=torch.bool).tril()
-    for i in range(L):
+    for i in range(n_layer):
         p = f"h.{i}."
-        h = F.layer_norm(x, (C,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], LN_EPS)
-        q, k, v = conv1d(h, w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"]).split(C, dim=2)
-        q, k, v = (z.view(b, t, NH, HS).transpose(1, 2) for z in (q, k, v))
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(HS)
+        h = F.layer_norm(x, (c,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], LN_EPS)
+        q, k, v = conv1d(h, w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"]).split(c, dim=2)
+        q, k, v = (z.view(b, t, n_head, hs).transpose(1, 2) for z in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
         scores = scores.masked_fill(~causal, float("-inf"))
-        y = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, t, C)
+        y = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, t, c)
         x = x + conv1d(y, w[p + "attn.c_proj.weight"], w[p + "attn.c_proj.bias"])
-        h = F.layer_norm(x, (C,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], LN_EPS)
+        h = F.layer_norm(x, (c,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], LN_EPS)
         h = F.gelu(conv1d(h, w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"]), approximate="tanh")
         x = x + conv1d(h, w[p + "mlp.c_proj.weight"], w[p + "mlp.c_proj.bias"])
-    x = F.layer_norm(x, (C,), w["ln_f.weight"], w["ln_f.bias"], LN_EPS)
+    x = F.layer_norm(x, (c,), w["ln_f.weight"], w["ln_f.bias"], LN_EPS)
     return x @ w["wte.weight"].t()  # the tied lm_head
 
 
