@@ -5,7 +5,7 @@
 //	gpt2go prepare  [flags]   text files or directories -> token shards
 //	gpt2go sample   [flags]   generate text from a checkpoint
 //	gpt2go eval     [flags]   loss and perplexity on a dataset or text file; HellaSwag accuracy
-//	gpt2go export   [flags]   write a checkpoint as an llm.c model file
+//	gpt2go export   [flags]   write a checkpoint as an llm.c model file or a Hugging Face folder
 //	gpt2go bench    [flags]   time training steps of a model config
 //	gpt2go report   RUNDIR    one self-contained HTML page about a run
 //	gpt2go profile  [flags]   time every op of a few training steps
@@ -41,7 +41,7 @@ var commands = []command{
 	{"prepare", "tokenize text files or directories into token shards", runPrepare},
 	{"sample", "generate text from a checkpoint", runSample},
 	{"eval", "loss and perplexity on a dataset or text file; HellaSwag accuracy", runEval},
-	{"export", "write a checkpoint as an llm.c model file", runExport},
+	{"export", "write a checkpoint as an llm.c model file or a Hugging Face GPT-2 folder", runExport},
 	{"bench", "time training steps of a model config", runBench},
 	{"report", "write a self-contained HTML page about a run", runReport},
 	{"profile", "time every op of a few training steps (table, Chrome trace)", runProfile},
