@@ -3,7 +3,10 @@
 // implements every op; the model never imports a backend package.
 //
 // Conventions for every op:
-//   - Buffers are flat, row-major float32 arrays (int32 for tokens) owned by the backend.
+//   - Buffers are flat, row-major float32 arrays (int32 for tokens) owned by the backend. A float
+//     buffer may instead store a 16-bit format (DType, in dtype.go): ops read every input as
+//     float32, compute and accumulate in float32, and round each output element to its buffer's
+//     DType once, as they store it. Which buffers are 16-bit is the model's plan, not the op's.
 //   - Shapes are given in the comment above each method using B (batch), T (time), C (channels),
 //     NH (heads), HS = C/NH (head size), OC (output channels), N (rows, usually B*T),
 //     V (real vocab size) and Vp (padded vocab size, Vp >= V).
@@ -18,6 +21,8 @@ package backend
 type Buf interface {
 	// Len is the number of elements (float32 or int32) in the buffer.
 	Len() int
+	// DType is the format the elements are stored in (a View has its buffer's).
+	DType() DType
 }
 
 // Backend allocates memory, moves it to and from the host, and runs the model's ops.
@@ -27,11 +32,17 @@ type Backend interface {
 
 	// Alloc returns a zeroed float32 buffer of n elements.
 	Alloc(n int) Buf
+	// AllocDType returns a zeroed float buffer of n elements stored as dt (F32, BF16 or F16);
+	// AllocDType(n, F32) is Alloc(n). Call CheckDType first: dt must be supported.
+	AllocDType(n int, dt DType) Buf
+	// CheckDType returns nil when the backend can store dt and run every op on such buffers,
+	// else a one-line error that says what to use instead.
+	CheckDType(dt DType) error
 	// AllocInt32 returns a zeroed int32 buffer of n elements (tokens and targets).
 	AllocInt32(n int) Buf
 	// View returns the n elements of b starting at off, sharing memory with b.
 	View(b Buf, off, n int) Buf
-	// Upload copies src into dst[:len(src)].
+	// Upload copies src into dst[:len(src)], rounded to dst's DType.
 	Upload(dst Buf, src []float32)
 	// UploadInt32 copies src into the int32 buffer dst[:len(src)].
 	UploadInt32(dst Buf, src []int32)
@@ -116,6 +127,10 @@ type Ops interface {
 	AdamW(params, grads, m, v Buf, N int, h AdamWParams)
 	// SumSquares returns the sum of squares of x(N) accumulated in float64 (for the gradient norm).
 	SumSquares(x Buf, N int) float64
+	// Convert writes dst(N) = src(N) in dst's DType (the 16-bit copy of fp32 master weights). With
+	// seed 0 it rounds to nearest even like every op; otherwise stochastically (RoundStochastic),
+	// element i with the bits StochasticBits(seed, i).
+	Convert(dst, src Buf, N int, seed uint64)
 }
 
 // AdamWParams are the scalars of one AdamW update.

@@ -2,28 +2,46 @@ package gpt
 
 import "github.com/gpt2go/gpt2go/backend"
 
-// MemoryPlan lists the bytes the model allocates on its backend for batches of up to B sequences
-// of T tokens, by category: everything is allocated once, up front, by New. A test checks the
-// plan against what New actually allocates.
+// MemoryPlan lists the bytes an fp32 model allocates on its backend for batches of up to B
+// sequences of T tokens, by category: everything is allocated once, up front, by New. A test
+// checks the plan against what New actually allocates.
 func (c Config) MemoryPlan(B, T int) []backend.MemoryItem {
+	return c.PrecisionMemoryPlan(B, T, Precision{})
+}
+
+// PrecisionMemoryPlan is MemoryPlan for the storage plan prec, counting each format at its native
+// size (2 bytes for bf16 and fp16), as a GPU stores it.
+func (c Config) PrecisionMemoryPlan(B, T int, prec Precision) []backend.MemoryItem {
+	return c.memoryPlan(B, T, prec, func(dt backend.DType) int64 { return int64(dt.Bytes()) })
+}
+
+// memoryPlan is the plan with sizeOf(dt) bytes per element of dt.
+func (c Config) memoryPlan(B, T int, prec Precision, sizeOf func(backend.DType) int64) []backend.MemoryItem {
 	L, C, NH, Vp := int64(c.NumLayers), int64(c.Channels), int64(c.NumHeads), int64(c.PaddedVocabSize)
 	BT := int64(B) * int64(T)
-	params := 4 * int64(c.NumParams())
-	// Per layer: ln1 (BT*C + 2*BT), qkv (3*BT*C), attention out (BT*C) and lse (BT*NH),
-	// attproj, residual2 (2*BT*C), ln2 (BT*C + 2*BT), fch and gelu (8*BT*C), fcproj and
-	// residual3 (2*BT*C).
-	perLayer := BT*C + 2*BT + 3*BT*C + BT*C + BT*NH + 2*BT*C + BT*C + 2*BT + 8*BT*C + 2*BT*C
-	// Once: the embedding output and final layernorm (2*BT*C + 2*BT), logits and their lse and
-	// losses (BT*Vp + 2*BT), and the backward scratch dresidual, dlnf, dln1, datty, dln2 (5*BT*C),
-	// dqkv (3*BT*C), dfch and dfchGelu (8*BT*C).
-	once := 2*BT*C + 2*BT + BT*Vp + 2*BT + 5*BT*C + 3*BT*C + 8*BT*C
-	return []backend.MemoryItem{
-		{Name: "parameters", Bytes: params},
-		{Name: "gradients", Bytes: params},
-		{Name: "AdamW moments", Bytes: 2 * params},
-		{Name: "activations", Bytes: 4 * (L*perLayer + once)},
-		{Name: "tokens", Bytes: 2 * 4 * BT},
+	n := int64(c.NumParams())
+	f32, act := sizeOf(backend.F32), sizeOf(prec.Compute)
+	// Per layer, in the compute format: ln1 (BT*C), qkv (3*BT*C), attention out (BT*C), attproj,
+	// residual2 (2*BT*C), ln2 (BT*C), fch and gelu (8*BT*C), fcproj and residual3 (2*BT*C); in
+	// fp32: the two LayerNorms' mean and rstd (4*BT) and attention's lse (BT*NH).
+	perLayer := BT*C + 3*BT*C + BT*C + 2*BT*C + BT*C + 8*BT*C + 2*BT*C
+	perLayerStats := 2*BT + BT*NH + 2*BT
+	// Once: the embedding output and final layernorm (2*BT*C), the logits (BT*Vp), and the
+	// backward scratch dresidual, dlnf, dln1, datty, dln2 (5*BT*C), dqkv (3*BT*C), dfch and
+	// dfchGelu (8*BT*C); in fp32 the final layernorm's statistics (2*BT), the logits' lse and the
+	// losses (2*BT).
+	once := 2*BT*C + BT*Vp + 5*BT*C + 3*BT*C + 8*BT*C
+	onceStats := 2*BT + 2*BT
+	plan := []backend.MemoryItem{{Name: "parameters", Bytes: f32 * n}}
+	if prec.Mixed() {
+		plan = append(plan, backend.MemoryItem{Name: "parameters (" + prec.Compute.String() + " copy)", Bytes: act * n})
 	}
+	return append(plan,
+		backend.MemoryItem{Name: "gradients", Bytes: sizeOf(prec.Grads) * n},
+		backend.MemoryItem{Name: "AdamW moments", Bytes: 2 * f32 * n},
+		backend.MemoryItem{Name: "activations", Bytes: act*(L*perLayer+once) + f32*(L*perLayerStats+onceStats)},
+		backend.MemoryItem{Name: "tokens", Bytes: 2 * 4 * BT},
+	)
 }
 
 // PlanBytes sums a memory plan.

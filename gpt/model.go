@@ -14,9 +14,14 @@ type Model struct {
 	Config Config
 	be     backend.Backend
 
-	// Flat buffers in ParamSpecs order; the AdamW moments mirror the parameters.
+	// Flat buffers in ParamSpecs order; the AdamW moments mirror the parameters. Params is the
+	// fp32 master copy; forward and backward read compute, which is Params itself in fp32 and a
+	// 16-bit copy in a mixed plan (see Precision).
 	Params, Grads, M, V backend.Buf
 	params, grads       paramViews
+	prec                Precision
+	compute             backend.Buf
+	fwd                 paramViews    // views of compute
 	moments1, moments2  []backend.Buf // per-tensor views of M and V
 	specs               []ParamSpec
 	offsets             []int // start of each spec in the flat buffers
@@ -60,10 +65,21 @@ type acts struct {
 	inputs, targets                                              backend.Buf
 }
 
-// New plans and allocates a model for batches of up to maxB sequences of up to maxT tokens.
+// New plans and allocates an fp32 model for batches of up to maxB sequences of up to maxT tokens.
 // Parameters are zero; call InitGPT2 or LoadParams.
 func New(be backend.Backend, cfg Config, maxB, maxT int) (*Model, error) {
+	return NewWithPrecision(be, cfg, maxB, maxT, Precision{})
+}
+
+// NewWithPrecision is New with the storage plan prec (mixed precision).
+func NewWithPrecision(be backend.Backend, cfg Config, maxB, maxT int, prec Precision) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := prec.Validate(); err != nil {
+		return nil, err
+	}
+	if err := be.CheckDType(prec.Compute); err != nil {
 		return nil, err
 	}
 	if maxT > cfg.BlockSize {
@@ -73,18 +89,24 @@ func New(be backend.Backend, cfg Config, maxB, maxT int) (*Model, error) {
 		return nil, fmt.Errorf("batch size and sequence length must be >= 1 (got %d, %d)", maxB, maxT)
 	}
 	if mc, ok := be.(backend.MemoryChecker); ok {
-		if err := mc.CheckMemory(cfg.MemoryPlan(maxB, maxT)); err != nil {
+		plan := cfg.memoryPlan(maxB, maxT, prec, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
+		if err := mc.CheckMemory(plan); err != nil {
 			return nil, err
 		}
 	}
-	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, specs: cfg.ParamSpecs(), views: map[[2]int]*acts{}}
+	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, specs: cfg.ParamSpecs(), views: map[[2]int]*acts{}, prec: prec}
 	n := 0
 	for _, s := range m.specs {
 		m.offsets = append(m.offsets, n)
 		n += s.Size()
 	}
-	m.Params, m.Grads, m.M, m.V = be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(n)
+	m.Params, m.Grads, m.M, m.V = be.Alloc(n), m.alloc(n, prec.Grads), be.Alloc(n), be.Alloc(n)
 	m.params = m.paramViews(m.Params)
+	m.compute, m.fwd = m.Params, m.params
+	if prec.Mixed() {
+		m.compute = be.AllocDType(n, prec.Compute)
+		m.fwd = m.paramViews(m.compute)
+	}
 	m.grads = m.paramViews(m.Grads)
 	m.moments1, m.moments2 = m.paramViews(m.M).all, m.paramViews(m.V).all
 	m.inputs, m.targets = be.AllocInt32(maxB*maxT), be.AllocInt32(maxB*maxT)
@@ -97,18 +119,20 @@ func (m *Model) allocActs() {
 	c := m.Config
 	L, C, NH, Vp := c.NumLayers, c.Channels, c.NumHeads, c.PaddedVocabSize
 	BT, B, T := m.maxB*m.maxT, m.maxB, m.maxT
-	a := func(n int) backend.Buf { return m.be.Alloc(n) }
+	// Activations and their gradients (a) are in the compute format; the statistics (s) fp32.
+	a := func(n int) backend.Buf { return m.alloc(n, m.prec.Compute) }
+	s := func(n int) backend.Buf { return m.be.Alloc(n) }
 	m.actBufs = actBuffers{
 		encoded: a(BT * C),
-		ln1:     a(L * BT * C), ln1Mean: a(L * BT), ln1Rstd: a(L * BT),
+		ln1:     a(L * BT * C), ln1Mean: s(L * BT), ln1Rstd: s(L * BT),
 		qkv: a(L * BT * 3 * C), atty: a(L * BT * C),
-		attLse:  a(L * B * NH * T),
+		attLse:  s(L * B * NH * T),
 		attproj: a(L * BT * C), residual2: a(L * BT * C),
-		ln2: a(L * BT * C), ln2Mean: a(L * BT), ln2Rstd: a(L * BT),
+		ln2: a(L * BT * C), ln2Mean: s(L * BT), ln2Rstd: s(L * BT),
 		fch: a(L * BT * 4 * C), fchGelu: a(L * BT * 4 * C),
 		fcproj: a(L * BT * C), residual3: a(L * BT * C),
-		lnf: a(BT * C), lnfMean: a(BT), lnfRstd: a(BT),
-		logits: a(BT * Vp), logitsLse: a(BT), losses: a(BT),
+		lnf: a(BT * C), lnfMean: s(BT), lnfRstd: s(BT),
+		logits: a(BT * Vp), logitsLse: s(BT), losses: s(BT),
 		dresidual: a(BT * C), dlnf: a(BT * C), dln1: a(BT * C), datty: a(BT * C), dln2: a(BT * C),
 		dqkv: a(BT * 3 * C), dfch: a(BT * 4 * C), dfchGelu: a(BT * 4 * C),
 	}
@@ -221,6 +245,7 @@ func (m *Model) InitGPT2(seed uint64) {
 			m.be.Upload(m.be.View(m.params.all[i], lo, len(part)), part)
 		}
 	}
+	m.ParamsChanged()
 }
 
 // SetParams uploads a flat host parameter array (ParamSpecs order).
@@ -229,6 +254,7 @@ func (m *Model) SetParams(host []float32) error {
 		return fmt.Errorf("parameter count mismatch: have %d, model needs %d", len(host), m.Params.Len())
 	}
 	m.be.Upload(m.Params, host)
+	m.ParamsChanged()
 	return nil
 }
 
@@ -250,10 +276,10 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 
 	var wpe backend.Buf
 	if !c.NoPositionalEmbs {
-		wpe = m.params.wpe
+		wpe = m.fwd.wpe
 	}
-	be.EncoderForward(a.encoded, a.inputs, m.params.wte, wpe, B, T, C)
-	p := &m.params
+	be.EncoderForward(a.encoded, a.inputs, m.fwd.wte, wpe, B, T, C)
+	p := &m.fwd
 	// The first LayerNorm reads the embeddings; every later one is fused with the residual add
 	// that feeds it (ResidualLayerNormForward also writes that residual).
 	be.LayerNormForward(a.ln1[0], a.ln1Mean[0], a.ln1Rstd[0], a.encoded, p.ln1w[0], p.ln1b[0], BT, C)
@@ -323,7 +349,7 @@ func (m *Model) Backward(lossScale float32) error {
 	if a == nil {
 		return fmt.Errorf("backward called before a forward pass with targets")
 	}
-	c, be, p, g := m.Config, m.be, &m.params, &m.grads
+	c, be, p, g := m.Config, m.be, &m.fwd, &m.grads
 	defer backend.Scope(be, "backward")()
 	B, T := a.B, a.T
 	C, NH, V, Vp := c.Channels, c.NumHeads, c.VocabSize, c.PaddedVocabSize
@@ -381,7 +407,8 @@ type AdamWConfig struct {
 
 // Update applies one AdamW step (1-based step) with learning rate lr to every parameter tensor;
 // weight decay only touches tensors whose spec has Decay (the 2-D weight matrices). gradScale
-// multiplies the gradients first (gradient clipping).
+// multiplies the gradients first (gradient clipping, and undoing a loss scale). In a mixed plan
+// the compute copy is then rewritten from the updated master.
 func (m *Model) Update(opt AdamWConfig, lr float64, step int, gradScale float64) {
 	defer backend.Scope(m.be, "optimizer")()
 	for i, s := range m.specs {
@@ -394,6 +421,7 @@ func (m *Model) Update(opt AdamWConfig, lr float64, step int, gradScale float64)
 			WeightDecay: float32(wd), GradScale: float32(gradScale), Step: step,
 		})
 	}
+	m.ParamsUpdatedAt(step)
 }
 
 // LogitsRow copies the logits (V real columns) of sequence b at position t of the last Forward

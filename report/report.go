@@ -249,6 +249,7 @@ func summarize(cfg map[string]any, log *viz.Log) []KV {
 	if v, ok := mean(m["mfu"], true); ok {
 		out = append(out, KV{"mean MFU", fmt.Sprintf("%.1f%%", 100*v)})
 	}
+	out = append(out, precisionSummary(cfg, m)...)
 	if s := m["ms"]; s != nil {
 		var sum float64
 		for _, v := range s.Values {
@@ -264,6 +265,32 @@ func summarize(cfg map[string]any, log *viz.Log) []KV {
 			d = d.Round(time.Millisecond)
 		}
 		out = append(out, KV{"training time", d.String()})
+	}
+	return out
+}
+
+// precisionSummary is the run's precision (fp32 for runs from before mixed precision) and, for
+// fp16, its last loss scale and how many steps the scaler skipped.
+func precisionSummary(cfg map[string]any, m map[string]*viz.Series) []KV {
+	prec, _ := cfg["precision"].(string)
+	if prec == "" {
+		prec = "fp32"
+	}
+	if g, _ := cfg["grad_precision"].(string); g != "" && g != "fp32" {
+		prec += ", " + g + " gradients"
+	}
+	if sr, _ := cfg["stochastic_rounding"].(bool); sr {
+		prec += ", stochastic rounding"
+	}
+	out := []KV{{"precision", prec}}
+	if _, scale, ok := last(m["loss_scale"]); ok {
+		skipped := 0.0
+		if s := m["skipped"]; s != nil {
+			for _, v := range s.Values {
+				skipped += v
+			}
+		}
+		out = append(out, KV{"loss scale", fmt.Sprintf("%g (%.0f steps skipped)", scale, skipped)})
 	}
 	return out
 }

@@ -36,6 +36,8 @@ func Evaluate(model *gpt.Model, loader *data.Loader, B, T, n int) (float64, erro
 type BenchResult struct {
 	Model   gpt.Config `json:"model"`
 	Backend string     `json:"backend"`
+	// Precision is the storage plan (gpt.Precision's name; the caller may say tf32).
+	Precision string `json:"precision"`
 	// MatmulKernel names the CPU's float32 matmul micro-kernel (set by the caller; empty on GPUs).
 	MatmulKernel string    `json:"matmul_kernel,omitempty"`
 	BatchSize    int       `json:"batch_size"`
@@ -56,12 +58,18 @@ type BenchResult struct {
 	PeakRSSMB float64 `json:"peak_rss_mb"`
 }
 
-// Bench times steps training steps after warmup untimed ones.
+// Bench times steps training steps after warmup untimed ones, in fp32.
 func Bench(be backend.Backend, cfg gpt.Config, B, T, warmup, steps int) (*BenchResult, error) {
+	return BenchWithPrecision(be, cfg, gpt.Precision{}, B, T, warmup, steps)
+}
+
+// BenchWithPrecision is Bench with the storage plan prec. An fp16 plan runs without loss scaling:
+// the timing is the same.
+func BenchWithPrecision(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, warmup, steps int) (*BenchResult, error) {
 	if steps < 1 || warmup < 0 {
 		return nil, fmt.Errorf("bench needs --steps >= 1 and --warmup-steps >= 0")
 	}
-	model, err := gpt.New(be, cfg, B, T)
+	model, err := gpt.NewWithPrecision(be, cfg, B, T, prec)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +107,7 @@ func Bench(be backend.Backend, cfg gpt.Config, B, T, warmup, steps int) (*BenchR
 	runtime.ReadMemStats(&ms)
 	sec := total.Seconds() / float64(steps)
 	res := &BenchResult{
-		Model: cfg, Backend: be.Name(), BatchSize: B, SeqLen: T, Steps: steps, StepMs: stepMs,
+		Model: cfg, Backend: be.Name(), Precision: prec.String(), BatchSize: B, SeqLen: T, Steps: steps, StepMs: stepMs,
 		MsPerStep: sec * 1000, MinMs: best.Seconds() * 1000,
 		TokPerSec:  float64(B*T) / sec,
 		GFlops:     cfg.FlopsPerToken(T) * float64(B*T) / sec / 1e9,

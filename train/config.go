@@ -40,6 +40,14 @@ type Config struct {
 	Seed    uint64 `json:"seed"`
 	Shuffle bool   `json:"shuffle"`
 
+	// Mixed precision (precision.go): fp32, tf32, bf16 or fp16 ("" in older runs: fp32); the
+	// parameter gradients' format (fp32 or the 16-bit one), stochastic rounding of the 16-bit
+	// parameter copy, and fp16's dynamic loss scaling.
+	Precision          string          `json:"precision,omitempty"`
+	GradPrecision      string          `json:"grad_precision,omitempty"`
+	StochasticRounding bool            `json:"stochastic_rounding,omitempty"`
+	LossScale          LossScaleConfig `json:"loss_scale"`
+
 	EvalEvery    int    `json:"eval_every"`
 	EvalBatches  int    `json:"eval_batches"`
 	SampleEvery  int    `json:"sample_every"`
@@ -64,12 +72,16 @@ func Defaults() Config {
 		Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, GradClip: 1.0,
 		Seed: 1337, EvalEvery: 250, EvalBatches: 20, SampleEvery: 0, SampleTokens: 200,
 		CkptEvery: 500, KeepCkpts: 3, LogEvery: 10, HellaSwagLimit: 100,
+		LossScale: DefaultLossScale(),
 	}
 }
 
 // Validate checks the training settings (the model config is validated by gpt).
 func (c Config) Validate() error {
 	if err := c.Model.Validate(); err != nil {
+		return err
+	}
+	if err := c.validatePrecision(); err != nil {
 		return err
 	}
 	switch {
@@ -138,6 +150,10 @@ var resumeSafe = map[string]bool{
 	"eval-every": true, "eval-batches": true, "sample-every": true, "sample-tokens": true,
 	"ckpt-every": true, "keep-ckpts": true, "log-every": true, "log": true,
 	"hellaswag": true, "eval-hellaswag-every": true, "hellaswag-limit": true,
+	// The master weights and moments are fp32 in every precision, so a run can continue in
+	// another one (on another device, say); the loss scaler carries on from its saved state.
+	"precision": true, "grad-precision": true, "stochastic-rounding": true,
+	"loss-scale": true, "loss-scale-growth": true, "loss-scale-backoff": true, "loss-scale-window": true,
 }
 
 // ApplyOverrides returns saved with the explicitly given flags of given applied. set holds the
@@ -219,6 +235,13 @@ func fieldsByFlag(c *Config) map[string]field {
 		add(name, func() any { return c.Model }, func(v any) { c.Model = v.(gpt.Config) })
 	}
 	add("no-pos-emb", func() any { return c.Model.NoPositionalEmbs }, func(v any) { c.Model.NoPositionalEmbs = v.(bool) })
+	add("precision", func() any { return c.Precision }, func(v any) { c.Precision = v.(string) })
+	add("grad-precision", func() any { return c.GradPrecision }, func(v any) { c.GradPrecision = v.(string) })
+	add("stochastic-rounding", func() any { return c.StochasticRounding }, func(v any) { c.StochasticRounding = v.(bool) })
+	floatF("loss-scale", &c.LossScale.Init)
+	floatF("loss-scale-growth", &c.LossScale.Growth)
+	floatF("loss-scale-backoff", &c.LossScale.Backoff)
+	intF("loss-scale-window", &c.LossScale.Window)
 	return f
 }
 

@@ -43,6 +43,7 @@ type ProfileResult struct {
 	SeqLen      int        `json:"seq_len"`
 	GradAccum   int        `json:"grad_accum"`
 	Data        string     `json:"data"` // "" for random tokens
+	Precision   string     `json:"precision,omitempty"`
 	WarmupSteps int        `json:"warmup_steps"`
 	Steps       int        `json:"steps"`
 	StepMs      float64    `json:"step_ms"` // mean wall time of a profiled step
@@ -74,7 +75,7 @@ func runProfile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*
 	}
 	B, T := cfg.BatchSize, cfg.SeqLen
 	prof := profile.WrapOptions(be, opts.Profile)
-	model, err := gpt.New(prof, cfg.Model, B, T)
+	model, err := gpt.NewWithPrecision(prof, cfg.Model, B, T, cfg.ModelPrecision())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -93,6 +94,7 @@ func runProfile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*
 
 	res := &ProfileResult{
 		Version: 1, Model: cfg.Model, BatchSize: B, SeqLen: T, GradAccum: cfg.GradAccum, Data: cfg.Data,
+		Precision:   cfg.PrecisionName(),
 		WarmupSteps: opts.Warmup, Steps: opts.Steps,
 	}
 	var peak float64 // measured before the steps, so that the measurement is not profiled

@@ -58,6 +58,10 @@ type State struct {
 	Loader      data.LoaderState `json:"loader"`
 	TokensSeen  int64            `json:"tokens_seen"`
 	TrainSecond float64          `json:"train_seconds"`
+	// fp16: the loss scaler, and the steps it skipped (their updates were not applied, so AdamW's
+	// step count is Step - SkippedSteps).
+	LossScale    *LossScaler `json:"loss_scale,omitempty"`
+	SkippedSteps int         `json:"skipped_steps,omitempty"`
 }
 
 // Summary is what a finished run reports.
@@ -143,7 +147,7 @@ func openLocked(opts Options) (*Trainer, error) {
 	if err := t.openData(); err != nil {
 		return nil, err
 	}
-	model, err := gpt.New(t.be, cfg.Model, cfg.BatchSize, cfg.SeqLen)
+	model, err := gpt.NewWithPrecision(t.be, cfg.Model, cfg.BatchSize, cfg.SeqLen, cfg.ModelPrecision())
 	if err != nil {
 		t.close()
 		return nil, err
@@ -165,6 +169,7 @@ func openLocked(opts Options) (*Trainer, error) {
 		t.close()
 		return nil, err
 	}
+	t.startLossScaler()
 	if err := atomicfile.WriteBytes(filepath.Join(opts.RunDir, runFile), cfg.marshal()); err != nil {
 		t.close()
 		return nil, err
@@ -296,6 +301,9 @@ func (t *Trainer) restore(ck *checkpoint.Checkpoint) error {
 	}
 	t.be.Upload(t.model.M, ck.M)
 	t.be.Upload(t.model.V, ck.V)
+	// The 16-bit parameter copy as the last update wrote it (its stochastic rounding is seeded
+	// by the optimizer step).
+	t.model.ParamsUpdatedAt(t.state.Step - t.state.SkippedSteps)
 	if err := t.train.Restore(t.state.Loader); err != nil {
 		return fmt.Errorf("resume: data position: %w", err)
 	}
@@ -357,6 +365,7 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 	fmt.Fprintf(t.out, "data: %s (%d train shards, %d val shards); backend: %s\n", cfg.Data, len(t.ds.TrainShards), len(t.ds.ValShards), t.be.Name())
 	fmt.Fprintf(t.out, "training: %d steps of %d x %d tokens x %d accum, lr %g -> %g %s, warmup %d\n",
 		cfg.Steps, B, T, cfg.GradAccum, cfg.LR, cfg.MinLR, cfg.Schedule, cfg.Warmup)
+	fmt.Fprintf(t.out, "precision: %s\n", t.precisionLine())
 
 	if p, ok := t.be.(backend.Peaker); ok {
 		t.peak = p.PeakFLOPS()
@@ -391,7 +400,7 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 			if err != nil {
 				return sum, err
 			}
-			if err := m.Backward(1 / float32(cfg.GradAccum)); err != nil {
+			if err := m.Backward(t.lossScale() / float32(cfg.GradAccum)); err != nil {
 				return sum, err
 			}
 			loss += float64(l)
@@ -399,15 +408,31 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 		loss /= float64(cfg.GradAccum)
 		norm := m.GradNorm()
 		step := t.state.Step + 1
-		if math.IsNaN(loss) || math.IsInf(loss, 0) || math.IsNaN(norm) || math.IsInf(norm, 0) {
+		usedScale := float64(t.lossScale())
+		if math.IsNaN(loss) || math.IsInf(loss, 0) {
 			return sum, t.nonFinite(step, loss, norm)
 		}
-		scale := 1.0
-		if cfg.GradClip > 0 {
-			scale = min(1, cfg.GradClip/(norm+1e-6)) // torch.nn.utils.clip_grad_norm_
+		finite := !math.IsNaN(norm) && !math.IsInf(norm, 0)
+		if !finite && t.state.LossScale == nil {
+			return sum, t.nonFinite(step, loss, norm)
 		}
+		norm /= usedScale // the gradients of the unscaled loss (usedScale is 1 without fp16)
 		lr := cfg.LRAt(t.state.Step)
-		m.Update(opt, lr, step, scale)
+		skipped := false
+		if s := t.state.LossScale; s != nil && !s.Update(finite, cfg.lossScale()) {
+			// An fp16 gradient overflowed: skip the update, as GradScaler does.
+			skipped = true
+			t.state.SkippedSteps++
+			if s.Scale < minLossScale {
+				return sum, fmt.Errorf("step %d: the gradients are not finite even with the loss scale at %g; stopped before updating the weights", step, s.Scale)
+			}
+		} else {
+			scale := 1.0
+			if cfg.GradClip > 0 {
+				scale = min(1, cfg.GradClip/(norm+1e-6)) // torch.nn.utils.clip_grad_norm_
+			}
+			m.Update(opt, lr, step-t.state.SkippedSteps, scale/usedScale)
+		}
 		if err := t.be.Sync(); err != nil {
 			return sum, err
 		}
@@ -426,6 +451,12 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 		sum.Steps, sum.LastLoss = step, float32(loss)
 		entry := map[string]any{"step": step, "loss": loss, "lr": lr, "grad_norm": norm, "ms": ms, "tok_s": tokPerSec}
 		var extra string // the step line's optional figures
+		if t.state.LossScale != nil {
+			entry["loss_scale"], entry["skipped"] = usedScale, map[bool]int{false: 0, true: 1}[skipped]
+			if skipped {
+				extra += fmt.Sprintf(" | skipped: gradient overflow at loss scale %g, now %g", usedScale, t.state.LossScale.Scale)
+			}
+		}
 		if t.peak > 0 {
 			// Model FLOPs utilisation: the FLOPs the model needs (Config.FlopsPerToken) per
 			// second of this step, as a fraction of the backend's peak.

@@ -9,6 +9,9 @@ import (
 // AdamW updates params(N) in place from grads(N) and the moments m, v(N) as torch.optim.AdamW.
 func (be *Backend) AdamW(params, grads, m, v backend.Buf, N int, h backend.AdamWParams) {
 	adamW(&be.pool, Floats(params), Floats(grads), Floats(m), Floats(v), N, h)
+	be.round(params, N)
+	be.round(m, N)
+	be.round(v, N)
 }
 
 // SumSquares returns the sum of x(N)^2 accumulated in float64.

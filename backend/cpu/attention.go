@@ -28,11 +28,14 @@ const (
 // AttentionForward runs causal multi-head self-attention; see backend.Ops.
 func (be *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int) {
 	attentionForward(&be.pool, Floats(out), Floats(lse), Floats(qkv), B, T, C, NH)
+	be.round(out, B*T*C)
+	be.round(lse, B*NH*T)
 }
 
 // AttentionBackward writes dqkv(B,T,3C); see backend.Ops.
 func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T, C, NH int) {
 	attentionBackward(&be.pool, Floats(dqkv), Floats(dout), Floats(qkv), Floats(out), Floats(lse), B, T, C, NH)
+	be.round(dqkv, B*T*3*C)
 }
 
 // attentionShape is the geometry shared by the forward and backward jobs.

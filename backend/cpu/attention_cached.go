@@ -16,6 +16,7 @@ import (
 // AttentionForwardCached appends the new positions' k, v to the caches and attends; see backend.Ops.
 func (be *Backend) AttentionForwardCached(out, kcache, vcache, qkv backend.Buf, B, Tnew, pos, maxT, C, NH int) {
 	attentionForwardCached(&be.pool, Floats(out), Floats(kcache), Floats(vcache), Floats(qkv), B, Tnew, pos, maxT, C, NH)
+	be.round(out, B*Tnew*C) // the caches hold copies of qkv's (already rounded) values
 }
 
 // attentionForwardCached copies k and v of qkv(B,Tnew,3C) into kcache and vcache (B,NH,maxT,HS)

@@ -55,15 +55,22 @@ func (be *Backend) Name() string {
 	return fmt.Sprintf("cpu (%d threads)", be.threads)
 }
 
-// floatBuf is a float32 buffer; a View is another floatBuf over the same array.
-type floatBuf struct{ data []float32 }
+// floatBuf is a float buffer; a View is another floatBuf over the same array. A 16-bit buffer
+// (dtype BF16 or F16) stores float32 values that are always exactly representable in its format:
+// every op rounds what it stores there (see dtype.go).
+type floatBuf struct {
+	data  []float32
+	dtype backend.DType
+}
 
-func (b *floatBuf) Len() int { return len(b.data) }
+func (b *floatBuf) Len() int             { return len(b.data) }
+func (b *floatBuf) DType() backend.DType { return b.dtype }
 
 // int32Buf holds tokens and targets.
 type int32Buf struct{ data []int32 }
 
-func (b *int32Buf) Len() int { return len(b.data) }
+func (b *int32Buf) Len() int             { return len(b.data) }
+func (b *int32Buf) DType() backend.DType { return backend.I32 }
 
 // Floats returns the float32 elements of b without copying; nil for a nil Buf. It panics if b is
 // not a float buffer of this backend.
@@ -101,15 +108,18 @@ func (be *Backend) AllocInt32(n int) backend.Buf { return &int32Buf{data: make([
 func (be *Backend) View(b backend.Buf, off, n int) backend.Buf {
 	switch b := b.(type) {
 	case *floatBuf:
-		return &floatBuf{data: b.data[off : off+n : off+n]}
+		return &floatBuf{data: b.data[off : off+n : off+n], dtype: b.dtype}
 	case *int32Buf:
 		return &int32Buf{data: b.data[off : off+n : off+n]}
 	}
 	panic(fmt.Sprintf("cpu: View of %T", b))
 }
 
-// Upload copies src into dst[:len(src)].
-func (be *Backend) Upload(dst backend.Buf, src []float32) { copy(Floats(dst)[:len(src)], src) }
+// Upload copies src into dst[:len(src)], rounded to dst's dtype.
+func (be *Backend) Upload(dst backend.Buf, src []float32) {
+	copy(Floats(dst)[:len(src)], src)
+	be.round(dst, len(src))
+}
 
 // UploadInt32 copies src into dst[:len(src)].
 func (be *Backend) UploadInt32(dst backend.Buf, src []int32) { copy(Int32s(dst)[:len(src)], src) }

@@ -10,12 +10,15 @@ import (
 // its first V columns; logits are left as they are. See backend.Ops.
 func (be *Backend) CrossEntropyForward(losses, lse, logits, targets backend.Buf, N, V, Vp int) {
 	crossEntropyForward(&be.pool, Floats(losses), Floats(lse), Floats(logits), Int32s(targets), N, V, Vp)
+	be.round(losses, N)
+	be.round(lse, N)
 }
 
 // CrossEntropyBackward writes dlogits(N,Vp) = (softmax(logits) - onehot(target))*dloss from the
 // forward's lse(N); dlogits may be logits. See backend.Ops.
 func (be *Backend) CrossEntropyBackward(dlogits, logits, lse, targets backend.Buf, dloss float32, N, V, Vp int) {
 	crossEntropyBackward(&be.pool, Floats(dlogits), Floats(logits), Floats(lse), Int32s(targets), dloss, N, V, Vp)
+	be.round(dlogits, N*Vp)
 }
 
 // crossEntropyForward: lse(N) = log(sum(exp(logits[n, :V]))) per row of logits(N,Vp), and

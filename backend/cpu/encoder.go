@@ -5,11 +5,16 @@ import "github.com/gpt2go/gpt2go/backend"
 // EncoderForward: out(B,T,C) = wte[tokens[b,t]] + wpe[t]; wpe may be nil.
 func (be *Backend) EncoderForward(out, tokens, wte, wpe backend.Buf, B, T, C int) {
 	encoderForward(&be.pool, Floats(out), Int32s(tokens), Floats(wte), Floats(wpe), B, T, C)
+	be.round(out, B*T*C)
 }
 
 // EncoderBackward accumulates dout(B,T,C) into dwte(Vp,C) and dwpe(maxT,C); dwpe may be nil.
 func (be *Backend) EncoderBackward(dwte, dwpe, dout, tokens backend.Buf, B, T, C int) {
 	encoderBackward(&be.pool, Floats(dwte), Floats(dwpe), Floats(dout), Int32s(tokens), B, T, C)
+	be.round(dwte, dwte.Len())
+	if dwpe != nil {
+		be.round(dwpe, T*C)
+	}
 }
 
 // encoderForward: out(B,T,C) = wte(Vp,C)[tokens(B,T)] + wpe(maxT,C)[t]; wpe may be nil.

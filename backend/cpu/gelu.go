@@ -9,11 +9,13 @@ import (
 // GeluForward: out(N) = gelu(inp(N)), tanh approximation.
 func (be *Backend) GeluForward(out, inp backend.Buf, N int) {
 	geluForward(&be.pool, Floats(out), Floats(inp), N)
+	be.round(out, N)
 }
 
 // GeluBackward writes dinp(N) = gelu'(inp) * dout.
 func (be *Backend) GeluBackward(dinp, inp, dout backend.Buf, N int) {
 	geluBackward(&be.pool, Floats(dinp), Floats(inp), Floats(dout), N)
+	be.round(dinp, N)
 }
 
 // geluScale is sqrt(2/pi).

@@ -12,18 +12,31 @@ const layernormEps = 1e-5
 // LayerNormForward normalises the N rows of inp(N,C); see backend.Ops.
 func (be *Backend) LayerNormForward(out, mean, rstd, inp, weight, bias backend.Buf, N, C int) {
 	layernormForward(&be.pool, Floats(out), Floats(mean), Floats(rstd), Floats(inp), Floats(weight), Floats(bias), N, C)
+	be.roundLayerNorm(out, mean, rstd, N, C)
 }
 
 // ResidualLayerNormForward writes residual(N,C) = a + b and its LayerNorm; see backend.Ops.
 func (be *Backend) ResidualLayerNormForward(residual, out, mean, rstd, a, b, weight, bias backend.Buf, N, C int) {
-	residualLayernormForward(&be.pool, Floats(residual), Floats(out), Floats(mean), Floats(rstd),
-		Floats(a), Floats(b), Floats(weight), Floats(bias), N, C)
+	residualLayernormForwardAs(&be.pool, Floats(residual), Floats(out), Floats(mean), Floats(rstd),
+		Floats(a), Floats(b), Floats(weight), Floats(bias), N, C, residual.DType())
+	be.roundLayerNorm(out, mean, rstd, N, C)
+}
+
+// roundLayerNorm rounds a LayerNorm's outputs to their formats (the statistics stay fp32 in the
+// model's plan, but the op does not assume it).
+func (be *Backend) roundLayerNorm(out, mean, rstd backend.Buf, N, C int) {
+	be.round(out, N*C)
+	be.round(mean, N)
+	be.round(rstd, N)
 }
 
 // LayerNormBackward accumulates into dinp(N,C), dweight(C) and dbias(C); see backend.Ops.
 func (be *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd backend.Buf, N, C int) {
 	layernormBackward(&be.pool, Floats(dinp), Floats(dweight), Floats(dbias), Floats(dout), Floats(inp),
 		Floats(weight), Floats(mean), Floats(rstd), N, C)
+	be.round(dinp, N*C)
+	be.round(dweight, C)
+	be.round(dbias, C)
 }
 
 // layernormForward: out(N,C) = (inp(N,C) - mean) * rstd * weight(C) + bias(C) per row, saving
@@ -37,9 +50,16 @@ func layernormForward[F Float](p *pool, out, mean, rstd, inp, weight, bias []F, 
 // pair reads a and b and writes residual and out once, instead of reading residual back.
 // With residual and b nil it is layernormForward of a.
 func residualLayernormForward[F Float](p *pool, residual, out, mean, rstd, a, b, weight, bias []F, N, C int) {
+	residualLayernormForwardAs(p, residual, out, mean, rstd, a, b, weight, bias, N, C, backend.F32)
+}
+
+// residualLayernormForwardAs is residualLayernormForward with a residual stored as residualType:
+// a 16-bit residual is rounded before it is normalised, so the statistics are those of the
+// stored residual, which the backward reads.
+func residualLayernormForwardAs[F Float](p *pool, residual, out, mean, rstd, a, b, weight, bias []F, N, C int, residualType backend.DType) {
 	job := reuse[layernormForwardJob[F]](p)
 	*job = layernormForwardJob[F]{out: out[:N*C], mean: mean[:N], rstd: rstd[:N], a: a[:N*C],
-		weight: weight[:C], bias: bias[:C], C: C}
+		weight: weight[:C], bias: bias[:C], C: C, residualType: residualType}
 	if residual != nil {
 		job.residual, job.b = residual[:N*C], b[:N*C]
 	}
@@ -50,6 +70,7 @@ func residualLayernormForward[F Float](p *pool, residual, out, mean, rstd, a, b,
 type layernormForwardJob[F Float] struct {
 	residual, out, mean, rstd, a, b, weight, bias []F
 	C                                             int
+	residualType                                  backend.DType
 }
 
 func (job *layernormForwardJob[F]) runRange(lo, hi int) {
@@ -59,6 +80,9 @@ func (job *layernormForwardJob[F]) runRange(lo, hi int) {
 		if job.residual != nil {
 			r := job.residual[n*C : n*C+C]
 			add(r, x, job.b[n*C:n*C+C])
+			if job.residualType.Is16() {
+				roundSpan(job.residualType, any(r).([]float32))
+			}
 			x = r
 		}
 		job.mean[n], job.rstd[n] = layernormRow(job.out[n*C:n*C+C], x, job.weight, job.bias)

@@ -5,6 +5,7 @@ import "github.com/gpt2go/gpt2go/backend"
 // MatmulForward: out(N,OC) = inp(N,C) @ weight(OC,C)^T + bias(OC); bias may be nil.
 func (be *Backend) MatmulForward(out, inp, weight, bias backend.Buf, N, C, OC int) {
 	matmulForward(&be.pool, &be.gemm, Floats(out), Floats(inp), Floats(weight), Floats(bias), N, C, OC)
+	be.round(out, N*OC)
 }
 
 // MatmulBackward writes dinp(N,C) = dout @ weight and accumulates dweight(OC,C) += dout^T @ inp
@@ -12,6 +13,9 @@ func (be *Backend) MatmulForward(out, inp, weight, bias backend.Buf, N, C, OC in
 func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend.Buf, N, C, OC int) {
 	matmulBackward(&be.pool, &be.gemm, Floats(dinp), Floats(dweight), Floats(dbias), Floats(dout),
 		Floats(inp), Floats(weight), N, C, OC)
+	be.round(dinp, N*C)
+	be.round(dweight, OC*C)
+	be.round(dbias, OC)
 }
 
 // matmulForward: out(N,OC) = inp(N,C) @ weight(OC,C)^T + bias(OC); bias may be nil. Each output

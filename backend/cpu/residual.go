@@ -5,11 +5,14 @@ import "github.com/gpt2go/gpt2go/backend"
 // ResidualForward: out(N) = a(N) + b(N).
 func (be *Backend) ResidualForward(out, a, b backend.Buf, N int) {
 	residualForward(&be.pool, Floats(out), Floats(a), Floats(b), N)
+	be.round(out, N)
 }
 
 // ResidualBackward accumulates da(N) += dout and db(N) += dout.
 func (be *Backend) ResidualBackward(da, db, dout backend.Buf, N int) {
 	residualBackward(&be.pool, Floats(da), Floats(db), Floats(dout), N)
+	be.round(da, N)
+	be.round(db, N)
 }
 
 // residualForward: out(N) = a(N) + b(N).

@@ -3,6 +3,8 @@ package profile
 import (
 	"fmt"
 	"strings"
+
+	"github.com/gpt2go/gpt2go/backend"
 )
 
 // Cost is the work an op does, computed from its shape alone (never from timing).
@@ -178,6 +180,11 @@ func crossEntropyBackwardCost(N, V, Vp int) Cost {
 
 // adamWCost: read params, grads, m, v (N); write params, m, v (N).
 func adamWCost(N int) Cost { return Cost{Bytes: elems(7 * N), Dims: dims("N", N)} }
+
+// convertCost: read src (N fp32), write dst (N in its format).
+func convertCost(N int, dst backend.DType) Cost {
+	return Cost{Bytes: float64(word*N + dst.Bytes()*N), Dims: dims("N", N)}
+}
 
 // sumSquaresCost: read x (N).
 func sumSquaresCost(N int) Cost { return Cost{Bytes: elems(N), Dims: dims("N", N)} }

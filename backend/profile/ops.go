@@ -140,3 +140,9 @@ func (p *Backend) Download(dst []float32, src backend.Buf) {
 	p.Backend.Download(dst, src)
 	p.record("Download", start, p.finish(), copyCost(len(dst)))
 }
+
+func (p *Backend) Convert(dst, src backend.Buf, N int, seed uint64) {
+	start := p.now()
+	p.Backend.Convert(dst, src, N, seed)
+	p.record("Convert", start, p.finish(), convertCost(N, dst.DType()))
+}

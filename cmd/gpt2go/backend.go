@@ -11,20 +11,24 @@ import (
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/backend/cpu"
 	"github.com/gpt2go/gpt2go/backend/cuda"
+	"github.com/gpt2go/gpt2go/gpt"
+	"github.com/gpt2go/gpt2go/train"
 )
 
 type deviceFlags struct {
-	device  string
-	threads int
-	tf32    bool
-	verbose bool
-	stderr  io.Writer
+	device    string
+	threads   int
+	tf32      bool
+	precision string // as given; "" until open resolves the default
+	verbose   bool
+	stderr    io.Writer
 }
 
 func (d *deviceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.device, "device", "auto", "compute device: auto (a GPU when one is usable, else the CPU), cpu, cuda or cuda:N")
 	fs.IntVar(&d.threads, "threads", 0, "CPU threads (0 = all cores)")
 	fs.BoolVar(&d.tf32, "tf32", true, "GPU matmuls on TF32 tensor cores (as PyTorch recommends for training); --tf32=false for exact fp32")
+	fs.StringVar(&d.precision, "precision", "", "fp32, tf32, bf16 or fp16: bf16/fp16 keep fp32 master weights and compute in 16 bits (emulated exactly on the CPU); default: tf32 on a GPU (fp32 with --tf32=false), fp32 on the CPU")
 	fs.BoolVar(&d.verbose, "verbose", false, "report device details such as the memory plan (bytes per category)")
 }
 
@@ -34,6 +38,39 @@ func (d *deviceFlags) open(stderr io.Writer) (backend.Backend, error) {
 		return nil, fmt.Errorf("--threads must be >= 0, got %d", d.threads)
 	}
 	d.stderr = stderr
+	dt, err := train.ParsePrecision(d.precision)
+	if err != nil {
+		return nil, err
+	}
+	switch d.precision { // --precision wins over --tf32
+	case "fp32":
+		d.tf32 = false
+	case "tf32":
+		d.tf32 = true
+	}
+	be, err := d.openDevice(stderr)
+	if err != nil {
+		return nil, err
+	}
+	if err := be.CheckDType(dt); err != nil {
+		return nil, err
+	}
+	if d.precision == "" {
+		d.precision = "fp32"
+		if _, onGPU := be.(*cuda.Backend); onGPU && d.tf32 {
+			d.precision = "tf32"
+		}
+	}
+	return be, nil
+}
+
+// modelPrecision is the model's storage plan for the resolved --precision (after open).
+func (d *deviceFlags) modelPrecision() gpt.Precision {
+	return train.Config{Precision: d.precision}.ModelPrecision()
+}
+
+// openDevice opens the backend --device names.
+func (d *deviceFlags) openDevice(stderr io.Writer) (backend.Backend, error) {
 	switch {
 	case d.device == "cpu":
 		return d.cpu(stderr, ""), nil

@@ -55,10 +55,11 @@ func runBench(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer stop()
-	res, err := train.Bench(be, cfg, B, T, warmup, steps)
+	res, err := train.BenchWithPrecision(be, cfg, dev.modelPrecision(), B, T, warmup, steps)
 	if err != nil {
 		return err
 	}
+	res.Precision = dev.precision
 	if _, ok := be.(*cpu.Backend); ok {
 		res.MatmulKernel = cpu.MatmulKernel()
 	}
@@ -69,8 +70,8 @@ func runBench(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if res.MatmulKernel != "" {
 		on += ", matmul kernel " + res.MatmulKernel
 	}
-	fmt.Fprintf(stdout, "model %d layers x %d heads x %d channels (%.1fM params), B=%d T=%d on %s\n",
-		cfg.NumLayers, cfg.NumHeads, cfg.Channels, float64(cfg.NumParams())/1e6, B, T, on)
+	fmt.Fprintf(stdout, "model %d layers x %d heads x %d channels (%.1fM params), B=%d T=%d, %s, on %s\n",
+		cfg.NumLayers, cfg.NumHeads, cfg.Channels, float64(cfg.NumParams())/1e6, B, T, res.Precision, on)
 	fmt.Fprintf(stdout, "%.1f ms/step (min %.1f) over %d steps | %.0f tok/s | %.1f GFLOP/s",
 		res.MsPerStep, res.MinMs, res.Steps, res.TokPerSec, res.GFlops)
 	if res.PeakGFlops > 0 {

@@ -105,7 +105,7 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	model, err := loaded.NewModel(be, 1, loaded.Config.BlockSize)
+	model, err := loaded.NewModelWithPrecision(be, 1, loaded.Config.BlockSize, dev.modelPrecision())
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	model, err := loaded.NewModel(be, B, T)
+	model, err := loaded.NewModelWithPrecision(be, B, T, dev.modelPrecision())
 	if err != nil {
 		return err
 	}

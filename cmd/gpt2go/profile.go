@@ -110,6 +110,9 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	if runDir == "" || set["precision"] { // else the run's own precision
+		opts.Config.Precision = dev.precision
+	}
 	res, err := train.Profile(ctx, be, opts)
 	if err != nil {
 		return err

@@ -137,6 +137,12 @@ func trainFlags(fs *flag.FlagSet, c *train.Config) {
 	fs.StringVar(&c.HellaSwag, "hellaswag", "", "HellaSwag .jsonl file, or val (the official validation set, downloaded once), for --eval-hellaswag-every")
 	fs.IntVar(&c.HellaSwagEvery, "eval-hellaswag-every", 0, "score HellaSwag every N steps and at the end, logging hellaswag_acc and hellaswag_acc_norm (0 = never)")
 	fs.IntVar(&c.HellaSwagLimit, "hellaswag-limit", c.HellaSwagLimit, "HellaSwag items scored during training: the first N (0 = all)")
+	fs.StringVar(&c.GradPrecision, "grad-precision", "fp32", "with --precision bf16|fp16: parameter gradients in fp32, or in the 16-bit format (bf16, fp16)")
+	fs.BoolVar(&c.StochasticRounding, "stochastic-rounding", false, "with --precision bf16|fp16: round the 16-bit parameter copy stochastically from the fp32 master")
+	fs.Float64Var(&c.LossScale.Init, "loss-scale", c.LossScale.Init, "fp16: initial dynamic loss scale")
+	fs.Float64Var(&c.LossScale.Growth, "loss-scale-growth", c.LossScale.Growth, "fp16: multiply the loss scale by this after --loss-scale-window clean steps")
+	fs.Float64Var(&c.LossScale.Backoff, "loss-scale-backoff", c.LossScale.Backoff, "fp16: multiply the loss scale by this when a gradient is inf/NaN (the step is skipped)")
+	fs.IntVar(&c.LossScale.Window, "loss-scale-window", c.LossScale.Window, "fp16: clean steps in a row before the loss scale grows")
 }
 
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -220,6 +226,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	cfg.Precision = dev.precision // used unless resuming without --precision (then the run's own)
 	opts.Backend, opts.Config = be, cfg
 	stop, err := startCPUProfile(cpuProfile)
 	if err != nil {

@@ -1,0 +1,172 @@
+package gpt
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/backend/cpu"
+)
+
+// countingDT counts the bytes a model allocates, each format at its native size.
+type countingDT struct {
+	backend.Backend
+	bytes int64
+}
+
+func (c *countingDT) Alloc(n int) backend.Buf { c.bytes += 4 * int64(n); return c.Backend.Alloc(n) }
+func (c *countingDT) AllocInt32(n int) backend.Buf {
+	c.bytes += 4 * int64(n)
+	return c.Backend.AllocInt32(n)
+}
+func (c *countingDT) AllocDType(n int, dt backend.DType) backend.Buf {
+	c.bytes += int64(dt.Bytes()) * int64(n)
+	return c.Backend.AllocDType(n, dt)
+}
+
+var mixedPlans = []Precision{
+	{Compute: backend.BF16}, {Compute: backend.F16}, {Compute: backend.BF16, Grads: backend.BF16},
+	{Compute: backend.F16, Grads: backend.F16, StochasticRounding: true},
+}
+
+// The plan of every precision is what New allocates, at the formats' native sizes.
+func TestPrecisionMemoryPlanMatchesAllocations(t *testing.T) {
+	cfg := Config{BlockSize: 64, VocabSize: 101, PaddedVocabSize: 128, NumLayers: 3, NumHeads: 3, Channels: 60}
+	for _, prec := range append([]Precision{{}}, mixedPlans...) {
+		be := &countingDT{Backend: cpu.New(1)}
+		if _, err := NewWithPrecision(be, cfg, 3, 11, prec); err != nil {
+			t.Fatal(err)
+		}
+		if got := PlanBytes(cfg.PrecisionMemoryPlan(3, 11, prec)); got != be.bytes {
+			t.Errorf("%v: plan says %d bytes, New allocated %d", prec, got, be.bytes)
+		}
+	}
+}
+
+// GPT-2 124M at B=16, T=1024: the bf16 plan needs at most 60% of fp32's bytes (the issue's
+// target), with fp32 gradients, and fp16's is the same size.
+func TestBF16PlanSize124M(t *testing.T) {
+	cfg, err := Preset("gpt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp32 := PlanBytes(cfg.MemoryPlan(16, 1024))
+	for _, prec := range mixedPlans {
+		got := PlanBytes(cfg.PrecisionMemoryPlan(16, 1024, prec))
+		ratio := float64(got) / float64(fp32)
+		t.Logf("%v: %.2f GiB = %.1f%% of fp32's %.2f GiB", prec, float64(got)/(1<<30), 100*ratio, float64(fp32)/(1<<30))
+		if ratio > 0.60 {
+			t.Errorf("%v plans %.1f%% of fp32's bytes; want <= 60%%", prec, 100*ratio)
+		}
+	}
+}
+
+func tinyBatch(cfg Config, B, T int) (inputs, targets []int32) {
+	inputs, targets = make([]int32, B*T), make([]int32, B*T)
+	for i := range inputs {
+		inputs[i], targets[i] = int32(i*7%cfg.VocabSize), int32((i*7+3)%cfg.VocabSize)
+	}
+	return inputs, targets
+}
+
+// A mixed model: its compute copy is the master rounded (to nearest, or stochastically to a
+// neighbour) after init and after every update; its loss and gradient norm stay close to fp32's.
+// The bounds are loose statements of "the same model": the loss within 2% and the gradient norm
+// within 10% for bf16 (2^-8 per rounding), a quarter of that for fp16 (2^-11).
+func TestMixedPrecisionModel(t *testing.T) {
+	cfg := Config{BlockSize: 32, VocabSize: 50, PaddedVocabSize: 64, NumLayers: 2, NumHeads: 2, Channels: 32}
+	const B, T = 2, 32
+	inputs, targets := tinyBatch(cfg, B, T)
+	be := cpu.New(2)
+	defer be.Close()
+	ref, err := New(be, cfg, B, T)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref.InitGPT2(3)
+	refLoss, _ := ref.Forward(inputs, targets, B, T)
+	ref.ZeroGrad()
+	if err := ref.Backward(1); err != nil {
+		t.Fatal(err)
+	}
+	refNorm := ref.GradNorm()
+	for _, prec := range mixedPlans {
+		m, err := NewWithPrecision(be, cfg, B, T, prec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.InitGPT2(3)
+		checkComputeCopy(t, m, "after init", false)
+		opt := AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
+		for step := 1; step <= 3; step++ {
+			loss, err := m.Forward(inputs, targets, B, T)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.ZeroGrad()
+			if err := m.Backward(1); err != nil {
+				t.Fatal(err)
+			}
+			norm := m.GradNorm()
+			if step == 1 {
+				tol := 0.02
+				if prec.Compute == backend.F16 {
+					tol /= 4
+				}
+				if rel := math.Abs(float64(loss-refLoss)) / float64(refLoss); rel > tol {
+					t.Errorf("%v: loss %g vs fp32 %g (relative %.2g > %g)", prec, loss, refLoss, rel, tol)
+				}
+				if rel := math.Abs(norm-refNorm) / refNorm; rel > 5*tol {
+					t.Errorf("%v: grad norm %g vs fp32 %g (relative %.2g > %g)", prec, norm, refNorm, rel, 5*tol)
+				}
+			}
+			m.Update(opt, 1e-2, step, 1)
+			checkComputeCopy(t, m, "after an update", prec.StochasticRounding)
+		}
+	}
+}
+
+// checkComputeCopy requires every element of the compute copy to be the master rounded to the
+// compute format: to nearest, or (stochastic) to one of its two neighbours.
+func checkComputeCopy(t *testing.T, m *Model, when string, stochastic bool) {
+	t.Helper()
+	master, copy16 := cpu.Floats(m.Params), cpu.Floats(m.compute)
+	dt := m.prec.Compute
+	differ := 0
+	for i, p := range master {
+		near := dt.Round(p)
+		if copy16[i] == near {
+			continue
+		}
+		differ++
+		if !stochastic || dt.Round(copy16[i]) != copy16[i] || math.Abs(float64(copy16[i]-p)) > 2*dt.Epsilon()*math.Abs(float64(p))+0x1p-24 {
+			t.Fatalf("%v %s: parameter %d: copy %g, master %g (nearest %g)", m.prec, when, i, copy16[i], p, near)
+		}
+	}
+	if stochastic && when != "after init" && differ == 0 {
+		t.Errorf("%v %s: stochastic rounding never rounded away from the nearest value", m.prec, when)
+	}
+}
+
+// The CUDA backend (and any other without 16-bit kernels) refuses a mixed plan with its error.
+func TestMixedPrecisionRefused(t *testing.T) {
+	cfg := Config{BlockSize: 8, VocabSize: 10, PaddedVocabSize: 16, NumLayers: 1, NumHeads: 1, Channels: 8}
+	if _, err := NewWithPrecision(fp32Only{cpu.New(1)}, cfg, 1, 8, Precision{Compute: backend.BF16}); err == nil {
+		t.Error("a backend without bf16 accepted a bf16 model")
+	}
+	if _, err := NewWithPrecision(cpu.New(1), cfg, 1, 8, Precision{Compute: backend.BF16, Grads: backend.F16}); err == nil {
+		t.Error("fp16 gradients with bf16 compute were accepted")
+	}
+}
+
+type fp32Only struct{ backend.Backend }
+
+func (fp32Only) CheckDType(dt backend.DType) error {
+	if dt != backend.F32 {
+		return errNo16
+	}
+	return nil
+}
+
+var errNo16 = errors.New("no 16-bit formats here")
