@@ -14,6 +14,7 @@ type Char struct {
 	ids      map[rune]int
 	ascii    [utf8.RuneSelf]int32 // fast path: id+1 of each ASCII rune, 0 if absent
 	eot      int
+	appendedSpecials
 }
 
 // NewChar builds a char tokenizer over alphabet (distinct runes in ascending order, as
@@ -99,9 +100,9 @@ func (c *Char) Alphabet() string { return string(c.alphabet) }
 
 func (c *Char) VocabSize() int {
 	if c.eot >= 0 {
-		return len(c.alphabet) + 1
+		return len(c.alphabet) + 1 + c.extra()
 	}
-	return len(c.alphabet)
+	return len(c.alphabet) + c.extra()
 }
 
 func (c *Char) EOT() int { return c.eot }

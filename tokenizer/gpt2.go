@@ -26,6 +26,7 @@ type gpt2Tokenizer struct {
 	encoder *tiktoken.Codec // invalid UTF-8 in the input is replaced by U+FFFD, like tiktoken on a Python str
 	decoder *tiktoken.Codec // returns the token bytes as they are, so split characters survive
 	caches  chan *segmentCache
+	appendedSpecials
 }
 
 var (
@@ -59,9 +60,9 @@ func GPT2() (Tokenizer, error) {
 	return gpt2Instance, gpt2Err
 }
 
-func (*gpt2Tokenizer) Name() string   { return "gpt2" }
-func (*gpt2Tokenizer) VocabSize() int { return GPT2VocabSize }
-func (*gpt2Tokenizer) EOT() int       { return GPT2EOT }
+func (*gpt2Tokenizer) Name() string     { return "gpt2" }
+func (t *gpt2Tokenizer) VocabSize() int { return GPT2VocabSize + t.extra() }
+func (*gpt2Tokenizer) EOT() int         { return GPT2EOT }
 
 // Encode is OpenAI tiktoken's encode_ordinary for "gpt2": "<|endoftext|>" in text is
 // ordinary text (the library never matches special tokens while encoding).

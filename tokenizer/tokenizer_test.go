@@ -265,6 +265,9 @@ func TestAlphabetSetPieces(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	for _, name := range Names {
+		if name == "wordpiece" {
+			continue // needs its vocab: TestWordPieceSpecBuild
+		}
 		tok, err := New(name, "ab", true)
 		if err != nil || tok.Name() != name {
 			t.Fatalf("New(%q) = %v, %v", name, tok, err)
