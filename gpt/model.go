@@ -33,6 +33,7 @@ type Model struct {
 	views      map[[2]int]*acts // activation views per (B,T) shape, built once each
 	cur        *acts            // views of the last Forward
 	lossHost   []float32
+	genCache   *KVCache // generation's key/value cache, made by the first Generate (sample.go)
 }
 
 // paramViews are named views into a flat parameter (or gradient) buffer.

@@ -19,9 +19,9 @@ const matvecBlockBytes = 64 << 10
 
 // matvec is matmulForward for N <= matvecMaxRows: out(N,OC) = inp(N,C) @ weight(OC,C)^T +
 // bias(OC); bias may be nil. Each output is one dot product of an input row with a weight row
-// (dotRows: a fixed order of lanes and reduction) plus the bias, so the bits do not depend on the
-// thread count, nor on the blocking; they differ from the gemm's, which adds the products to the
-// bias one by one, by float32 rounding. Tasks are blocks of weight rows.
+// (matvecRows: a fixed order of lanes and reduction) plus the bias, so the bits do not depend on
+// the thread count, nor on the blocking; they differ from the gemm's, which adds the products to
+// the bias one by one, by float32 rounding. Tasks are blocks of weight rows.
 func matvec[F Float](p *pool, out, inp, weight, bias []F, N, C, OC int) {
 	var zero F
 	rows := max(4, matvecBlockBytes/(C*int(unsafe.Sizeof(zero)))/4*4)
@@ -41,11 +41,19 @@ func (j *matvecJob[F]) runTask(_, task int) {
 	block := j.weight[lo*j.C : hi*j.C]
 	for n := range j.N {
 		dst := j.out[n*j.OC+lo : n*j.OC+hi]
-		dotRows(dst, j.inp[n*j.C:(n+1)*j.C], block, j.C, 1)
+		matvecRows(dst, j.inp[n*j.C:(n+1)*j.C], block)
 		if j.bias != nil {
 			for i, b := range j.bias[lo:hi] {
 				dst[i] += b
 			}
 		}
+	}
+}
+
+// matvecRows sets dst[j] = x . rows[j*k:(j+1)*k] for j < len(dst), with k = len(x): on amd64 an
+// assembly loop that streams the rows in order (matvec_amd64.s), else dotRows.
+func matvecRows[F Float](dst, x, rows []F) {
+	if !matvecRowsAccelerated(dst, x, rows) {
+		dotRows(dst, x, rows, len(x), 1)
 	}
 }

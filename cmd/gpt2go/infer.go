@@ -67,6 +67,10 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&lf.tokenizer, "tokenizer", "", "override the tokenizer: gpt2 or byte")
 	fs.StringVar(&prompt, "prompt", "", "text to continue (default: start of a new document)")
 	fs.IntVar(&opts.Tokens, "tokens", 256, "tokens to generate")
+	fs.IntVar(&opts.Tokens, "max-new-tokens", 256, "the same as --tokens")
+	var numSamples int
+	fs.IntVar(&numSamples, "num-samples", 1, "samples generated together as one batch, each with its own random stream, printed one after another")
+	fs.BoolVar(&opts.NoCache, "no-cache", false, "recompute the whole window for every token instead of using the KV cache (the slow path, to compare)")
 	fs.Float64Var(&opts.Temperature, "temperature", train.SampleTemperature, "sampling temperature (0 = greedy)")
 	fs.IntVar(&opts.TopK, "top-k", train.SampleTopK, "sample from the k most likely tokens (0 = all)")
 	fs.Uint64Var(&opts.Seed, "seed", 42, "random seed")
@@ -76,6 +80,9 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if opts.Tokens < 0 || opts.TopK < 0 || opts.Temperature < 0 {
 		return fmt.Errorf("--tokens, --top-k and --temperature must be >= 0")
+	}
+	if numSamples < 1 || (opts.NoCache && numSamples > 1) {
+		return fmt.Errorf("--num-samples must be >= 1, and 1 with --no-cache")
 	}
 	loaded, err := lf.load()
 	if err != nil {
@@ -109,12 +116,7 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(stdout, prompt)
-	_, err = model.Generate(ids, opts, func(id int32) {
-		fmt.Fprint(stdout, tok.Decode([]int{int(id)}))
-	})
-	fmt.Fprintln(stdout)
-	return err
+	return printSamples(model, ids, prompt, tok, opts, numSamples, stdout, stderr)
 }
 
 func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/gpt2go/gpt2go/gpt"
+	"github.com/gpt2go/gpt2go/tokenizer"
+)
+
+// printSamples generates n samples of prompt (ids) as one batch and prints them to stdout: the
+// first streams as it is generated, the others follow it, each after a separator line when there
+// are several. The speed of the prompt and of generation, and a notice if the context fills, go to
+// stderr, so stdout is only the text.
+func printSamples(model *gpt.Model, ids []int32, prompt string, tok tokenizer.Tokenizer, opts gpt.SampleOptions, n int, stdout, stderr io.Writer) error {
+	opts.Notices = stderr
+	separator := func(i int) {
+		if n > 1 {
+			fmt.Fprintf(stdout, "---- sample %d of %d ----\n", i+1, n)
+		}
+	}
+	later := make([][]int, n) // samples 1..n-1, printed when all are done
+	separator(0)
+	fmt.Fprint(stdout, prompt)
+	_, stats, err := model.GenerateBatch(ids, n, opts, func(i int, id int32) {
+		if i == 0 {
+			fmt.Fprint(stdout, tok.Decode([]int{int(id)}))
+		} else {
+			later[i] = append(later[i], int(id))
+		}
+	})
+	fmt.Fprintln(stdout)
+	for i := 1; i < n; i++ {
+		separator(i)
+		fmt.Fprintln(stdout, prompt+tok.Decode(later[i]))
+	}
+	if err != nil {
+		return err
+	}
+	if opts.Tokens > 0 {
+		how := "KV cache"
+		if opts.NoCache {
+			how = "no cache"
+		}
+		fmt.Fprintf(stderr, "prompt: %d tokens x %d in %.2f s (%.1f tok/s) | then %d tokens x %d in %.2f s (%.1f tok/s) | %s, %s\n",
+			stats.PromptTokens, n, stats.Prompt.Seconds(), stats.PromptTokPerSec(),
+			stats.NewTokens-1, n, stats.Gen.Seconds(), stats.GenTokPerSec(), how, model.Backend().Name())
+	}
+	return nil
+}
