@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -47,16 +48,7 @@ type source struct {
 // IsWeightsFile reports whether path is a safetensors file with GPT-2's Hugging Face names
 // (wte.weight, with or without the "transformer." prefix).
 func IsWeightsFile(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || st.IsDir() {
-		return false
-	}
-	h, err := safetensors.ReadHeader(f, st.Size())
+	h, err := safetensors.ReadFileHeader(path)
 	if err != nil {
 		return false
 	}
@@ -264,7 +256,7 @@ func checkHeader(f *os.File, path string, cfg gpt.Config) (*source, error) {
 
 // checkTensor checks that a tensor holds floats of the given shape.
 func checkTensor(info safetensors.TensorInfo, shape []int) error {
-	if !equalShapes(info.Shape, shape) {
+	if !slices.Equal(info.Shape, shape) {
 		return fmt.Errorf("tensor %s has shape %v, want %v", info.Name, info.Shape, shape)
 	}
 	switch info.DType {
@@ -272,18 +264,6 @@ func checkTensor(info safetensors.TensorInfo, shape []int) error {
 		return nil
 	}
 	return fmt.Errorf("tensor %s has dtype %s; gpt2go reads F32, F16, BF16 and F64 weights", info.Name, info.DType)
-}
-
-func equalShapes(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // decode converts little-endian src of dtype (F32, F16, BF16 or F64) to float32s.

@@ -70,6 +70,20 @@ func ReadFile(path string) (*File, error) {
 	return file, nil
 }
 
+// ReadFileHeader reads and validates the header of the safetensors file at path, without its data.
+func ReadFileHeader(path string) (*Header, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return ReadHeader(f, st.Size())
+}
+
 // Read reads and validates a safetensors file of size bytes from r.
 func Read(r io.ReaderAt, size int64) (*File, error) {
 	h, err := ReadHeader(r, size)

@@ -148,16 +148,7 @@ func resolveInit(spec string, progress io.Writer) (kind, path string, err error)
 
 // isSafetensors reports whether path has a valid safetensors header.
 func isSafetensors(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	_, err = safetensors.ReadHeader(f, st.Size())
+	_, err := safetensors.ReadFileHeader(path)
 	return err == nil
 }
 

@@ -177,6 +177,7 @@ func TestHFInitErrorsAreOneLine(t *testing.T) {
 		{"is a gpt2go run; continue it with train --resume", []string{"sample", "--init", runDir}},
 		{"is a gpt2go checkpoint", []string{"export", "--init", ckpts[0].Path, "--format", "hf", "--out", filepath.Join(tmp, "x")}},
 		{"is a PyTorch pickle", []string{"sample", "--init", pickle}},
+		{"safetensors file without GPT-2's tensors", []string{"sample", "--init", "../../hf/testdata/expected.safetensors"}},
 		{`model_type "bert"`, []string{"train", "--data", dataDir, "--init", notGPT2}},
 		{"contradicts --init", []string{"train", "--data", dataDir, "--init", hfFixture, "--n-embd", "48"}},
 		{"unknown --format \"onnx\"; supported: llmc, hf", []string{"export", "--ckpt", runDir, "--format", "onnx", "--out", filepath.Join(tmp, "y")}},
