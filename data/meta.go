@@ -17,7 +17,7 @@ const MetaFile = "meta.json"
 
 // Meta is meta.json: how a dataset directory was made, enough to rebuild its tokenizer.
 type Meta struct {
-	Tokenizer   string   `json:"tokenizer"`          // "gpt2", "byte" or "char"
+	Tokenizer   string   `json:"tokenizer"`          // "gpt2", "byte", "char" or "wordpiece"
 	VocabSize   int      `json:"vocab_size"`         // ids are < VocabSize
 	EOT         int      `json:"eot"`                // end-of-text id, -1 if none
 	Alphabet    string   `json:"alphabet,omitempty"` // char tokenizer: the characters in id order
@@ -29,6 +29,9 @@ type Meta struct {
 	// Fingerprint identifies the inputs and options a cache was prepared from, so that a
 	// cached dataset is reused only for the same request.
 	Fingerprint string `json:"fingerprint,omitempty"`
+	// Specials (BERT's special token ids) and, for wordpiece, the casing and the vocab itself
+	// (last, being long), so the dataset rebuilds its tokenizer without the vocab.txt.
+	tokenizer.Record
 }
 
 // ReadMeta reads DIR/meta.json. A missing file gives an error that wraps fs.ErrNotExist.
@@ -60,9 +63,14 @@ func WriteMeta(dir string, m *Meta) error {
 	return atomicfile.WriteBytes(filepath.Join(dir, MetaFile), append(b, '\n'))
 }
 
+// Spec is what meta.json says about the tokenizer.
+func (m *Meta) Spec() tokenizer.Spec {
+	return tokenizer.Spec{Name: m.Tokenizer, Alphabet: m.Alphabet, EOT: m.EOT >= 0, Record: m.Record}
+}
+
 // NewTokenizer rebuilds the dataset's tokenizer and checks it against the recorded vocabulary.
 func (m *Meta) NewTokenizer() (tokenizer.Tokenizer, error) {
-	tok, err := tokenizer.New(m.Tokenizer, m.Alphabet, m.EOT >= 0)
+	tok, err := m.Spec().Build()
 	if err != nil {
 		return nil, fmt.Errorf("meta.json: %w", err)
 	}

@@ -7,7 +7,12 @@
 //   - Documents. Each input file is one document. When the tokenizer has an EOT token, every
 //     document is preceded by EOT (as llm.c's data scripts do), so the first token of the
 //     first shard is EOT and a model learns that EOT starts a fresh text. A char tokenizer over
-//     a single file has no EOT at all (Tiny Shakespeare: vocab 65, like nanoGPT).
+//     a single file has no EOT at all (Tiny Shakespeare: vocab 65, like nanoGPT). WordPiece
+//     separates documents with [SEP] instead.
+//   - BERT's special tokens. A wordpiece vocab has [PAD] [UNK] [CLS] [SEP] [MASK] itself; with
+//     BERTSpecials the other tokenizers get [PAD] [CLS] [SEP] [MASK] as four more ids after
+//     their vocabulary (GPT-2: 50257..50260). Either way meta.json records their ids. Without
+//     it nothing changes: GPT-2 data keeps its 50257 ids, as llm.c and pretrained weights need.
 //   - Order. All files are read in sorted path order, whatever order the inputs were given in.
 //   - Validation split. The inputs form one stream of S bytes (the files' contents in that
 //     order). Train gets the first floor((1-ValFraction)*S) bytes, rounded up to the next point
@@ -50,6 +55,9 @@ const (
 	DefaultShardTokens = 100_000_000
 )
 
+// maxVocab is the largest vocabulary shards hold: their ids are uint16.
+const maxVocab = 1 << 16
+
 // chunkBytes is how much text one encoding job holds: big enough to amortise the hand-off,
 // small enough that every core gets work on a few-MB corpus. A variable so tests can make
 // every document many chunks.
@@ -57,15 +65,18 @@ var chunkBytes = 256 << 10
 
 // Options says what to prepare.
 type Options struct {
-	Inputs      []string  // files and directories (walked recursively, see the package comment)
-	Ext         []string  // if set, only files with one of these extensions (".txt") are taken from directories
-	Out         string    // output directory: created, or replaced if it holds only a previous prepare's output
-	Tokenizer   string    // "gpt2" (default), "byte" or "char"
-	ValFraction float64   // share of the input bytes for val; 0 means 0.1, negative means no val split
-	ShardTokens int       // tokens per shard; 0 means 100M
-	Workers     int       // encoding goroutines; 0 means GOMAXPROCS
-	Progress    io.Writer // progress bar and summary; nil for silence
-	Fingerprint string    // recorded in meta.json (Resolve uses it to recognise its caches)
+	Inputs       []string  // files and directories (walked recursively, see the package comment)
+	Ext          []string  // if set, only files with one of these extensions (".txt") are taken from directories
+	Out          string    // output directory: created, or replaced if it holds only a previous prepare's output
+	Tokenizer    string    // "gpt2" (default), "byte", "char" or "wordpiece"
+	Vocab        string    // wordpiece: the BERT vocab.txt (recorded whole in meta.json)
+	Cased        bool      // wordpiece: keep case and accents (default: lower-case, strip accents)
+	BERTSpecials bool      // gpt2, byte, char: append [PAD] [CLS] [SEP] [MASK] to the vocabulary
+	ValFraction  float64   // share of the input bytes for val; 0 means 0.1, negative means no val split
+	ShardTokens  int       // tokens per shard; 0 means 100M
+	Workers      int       // encoding goroutines; 0 means GOMAXPROCS
+	Progress     io.Writer // progress bar and summary; nil for silence
+	Fingerprint  string    // recorded in meta.json (Resolve uses it to recognise its caches)
 }
 
 // Result says what Run wrote.
@@ -135,6 +146,10 @@ func Run(opts Options) (*Result, error) {
 	if c, ok := tok.(*tokenizer.Char); ok {
 		meta.Alphabet = c.Alphabet()
 	}
+	meta.Record = tokenizer.RecordOf(tok)
+	if abs, err := filepath.Abs(meta.VocabFile); err == nil && meta.VocabFile != "" {
+		meta.VocabFile = abs
+	}
 	for _, f := range files {
 		meta.Sources = append(meta.Sources, f.path)
 	}
@@ -171,6 +186,14 @@ func withDefaults(opts Options) (Options, error) {
 	}
 	if !slices.Contains(tokenizer.Names, opts.Tokenizer) {
 		return opts, fmt.Errorf("prepare: unknown tokenizer %q: want one of %s", opts.Tokenizer, strings.Join(tokenizer.Names, ", "))
+	}
+	switch {
+	case opts.Tokenizer == "wordpiece" && opts.Vocab == "":
+		return opts, fmt.Errorf("prepare: the wordpiece tokenizer needs its vocab: pass --vocab vocab.txt (a BERT vocab, one token per line)")
+	case opts.Tokenizer != "wordpiece" && opts.Vocab != "":
+		return opts, fmt.Errorf("prepare: --vocab is for --tokenizer wordpiece, not %s", opts.Tokenizer)
+	case opts.Tokenizer != "wordpiece" && opts.Cased:
+		return opts, fmt.Errorf("prepare: --cased is for --tokenizer wordpiece, not %s", opts.Tokenizer)
 	}
 	switch {
 	case opts.ValFraction == 0:
@@ -356,9 +379,36 @@ func looksBinary(path string) (bool, error) {
 	return bytes.IndexByte(head[:n], 0) >= 0, nil
 }
 
-// newTokenizer builds the tokenizer; char needs a first pass over the text for its alphabet.
+// newTokenizer builds the tokenizer, with BERT's specials if asked, and checks that its ids fit
+// the shards' uint16.
 func newTokenizer(opts Options, files []inputFile, total int64) (tokenizer.Tokenizer, error) {
-	if opts.Tokenizer != "char" {
+	tok, err := baseTokenizer(opts, files, total)
+	if err != nil {
+		return nil, err
+	}
+	if opts.BERTSpecials {
+		if tok, err = tokenizer.WithBERTSpecials(tok); err != nil {
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+	}
+	if v := tok.VocabSize(); v > maxVocab {
+		return nil, fmt.Errorf("prepare: the %s tokenizer has %d ids, but shards store uint16 (at most %d ids); use a smaller vocab", tok.Name(), v, maxVocab)
+	}
+	return tok, nil
+}
+
+// baseTokenizer builds the tokenizer opts names; char needs a first pass over the text for its
+// alphabet.
+func baseTokenizer(opts Options, files []inputFile, total int64) (tokenizer.Tokenizer, error) {
+	switch opts.Tokenizer {
+	case "char":
+	case "wordpiece":
+		tok, err := tokenizer.ReadWordPiece(opts.Vocab, !opts.Cased)
+		if err != nil {
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+		return tok, nil
+	default:
 		return tokenizer.New(opts.Tokenizer, "", false)
 	}
 	var set tokenizer.AlphabetSet

@@ -10,9 +10,11 @@ import (
 // TokenizerInfo records how a run's token ids map to text, so that a checkpoint can be sampled
 // and evaluated on text without the dataset it was trained on.
 type TokenizerInfo struct {
-	Name     string `json:"name"`               // gpt2, byte or char
+	Name     string `json:"name"`               // gpt2, byte, char or wordpiece
 	Alphabet string `json:"alphabet,omitempty"` // char: the characters in id order
 	EOT      int    `json:"eot"`                // end-of-text id, -1 if none
+	// Specials, and wordpiece's casing and whole vocab, so a checkpoint needs no vocab.txt.
+	tokenizer.Record
 }
 
 // TokenizerInfoFromMeta takes the tokenizer description of a prepared dataset.
@@ -20,7 +22,7 @@ func TokenizerInfoFromMeta(m *data.Meta) *TokenizerInfo {
 	if m == nil || m.Tokenizer == "" {
 		return nil
 	}
-	return &TokenizerInfo{Name: m.Tokenizer, Alphabet: m.Alphabet, EOT: m.EOT}
+	return &TokenizerInfo{Name: m.Tokenizer, Alphabet: m.Alphabet, EOT: m.EOT, Record: m.Record}
 }
 
 // Tokenizer rebuilds the tokenizer.
@@ -28,7 +30,7 @@ func (t *TokenizerInfo) Tokenizer() (tokenizer.Tokenizer, error) {
 	if t == nil {
 		return nil, fmt.Errorf("no tokenizer recorded")
 	}
-	return tokenizer.New(t.Name, t.Alphabet, t.EOT >= 0)
+	return tokenizer.Spec{Name: t.Name, Alphabet: t.Alphabet, EOT: t.EOT >= 0, Record: t.Record}.Build()
 }
 
 // textCodec turns sampled ids into text and chooses the token a sample starts from.

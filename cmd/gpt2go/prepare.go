@@ -17,6 +17,9 @@ func runPrepare(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&inputs, "input", "text file or directory (repeatable)")
 	fs.StringVar(&opts.Out, "out", "", "output directory for train_*.bin, val_*.bin and meta.json")
 	fs.StringVar(&opts.Tokenizer, "tokenizer", "gpt2", "tokenizer: "+strings.Join(tokenizer.Names, ", "))
+	fs.StringVar(&opts.Vocab, "vocab", "", "wordpiece: BERT vocab.txt, one token per line (recorded whole in meta.json)")
+	fs.BoolVar(&opts.Cased, "cased", false, "wordpiece: keep case and accents (default: lower-case and strip accents, as bert-base-uncased)")
+	fs.BoolVar(&opts.BERTSpecials, "bert-specials", false, "gpt2, byte, char: append [PAD] [CLS] [SEP] [MASK] after the vocabulary (wordpiece has its own)")
 	fs.Float64Var(&opts.ValFraction, "val-fraction", 0.1, "fraction of the input (at the end) held out for validation")
 	fs.IntVar(&opts.ShardTokens, "shard-tokens", 100_000_000, "tokens per shard file")
 	if err := parse(fs, args, stdout); err != nil {
