@@ -50,16 +50,19 @@ func (m *Model) NewKVCache(B, maxT int) (*KVCache, error) {
 	be := m.be
 	L, C, Vp := c.NumLayers, c.Channels, c.PaddedVocabSize
 	kc := &KVCache{m: m, B: B, maxT: maxT, chunk: max(1, min(maxT, prefillRows/B))}
+	// As in Forward, the activations (and so the cached keys and values) are in the model's
+	// compute format, the LayerNorm statistics fp32.
+	a := func(n int) backend.Buf { return m.alloc(n, m.prec.Compute) }
 	for range L {
-		kc.keys = append(kc.keys, be.Alloc(B*maxT*C))
-		kc.vals = append(kc.vals, be.Alloc(B*maxT*C))
+		kc.keys = append(kc.keys, a(B*maxT*C))
+		kc.vals = append(kc.vals, a(B*maxT*C))
 	}
 	N := B * kc.chunk
 	kc.tokens = be.AllocInt32(N)
-	kc.x, kc.x2, kc.ln, kc.atty, kc.proj = be.Alloc(N*C), be.Alloc(N*C), be.Alloc(N*C), be.Alloc(N*C), be.Alloc(N*C)
-	kc.qkv, kc.fch, kc.fchGelu = be.Alloc(N*3*C), be.Alloc(N*4*C), be.Alloc(N*4*C)
+	kc.x, kc.x2, kc.ln, kc.atty, kc.proj = a(N*C), a(N*C), a(N*C), a(N*C), a(N*C)
+	kc.qkv, kc.fch, kc.fchGelu = a(N*3*C), a(N*4*C), a(N*4*C)
 	kc.mean, kc.rstd = be.Alloc(N), be.Alloc(N)
-	kc.logits = be.Alloc(B * Vp)
+	kc.logits = a(B * Vp)
 	kc.tokenHost = make([]int32, N)
 	for b := range B {
 		kc.logitRows = append(kc.logitRows, be.View(kc.logits, b*Vp, Vp))
@@ -165,5 +168,5 @@ func (kc *KVCache) forward(tokens []int32, Tnew int, lastLogits bool) {
 	}
 }
 
-// forwardParams are the weights the forward pass reads.
-func (m *Model) forwardParams() *paramViews { return &m.params }
+// forwardParams are the weights the forward pass reads (the compute copy in a mixed plan).
+func (m *Model) forwardParams() *paramViews { return &m.fwd }
