@@ -170,3 +170,35 @@ func (fp32Only) CheckDType(dt backend.DType) error {
 }
 
 var errNo16 = errors.New("no 16-bit formats here")
+
+// A mixed-precision training step allocates nothing either: rounding and the parameter copy reuse
+// the backend's job structs.
+func TestMixedTrainingStepDoesNotAllocate(t *testing.T) {
+	cfg := Config{BlockSize: 80, VocabSize: 50, PaddedVocabSize: 64, NumLayers: 2, NumHeads: 2, Channels: 32}
+	const B, T = 2, 80
+	be := cpu.New(2)
+	defer be.Close()
+	model, err := NewWithPrecision(be, cfg, B, T, Precision{Compute: backend.F16, Grads: backend.F16, StochasticRounding: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model.InitGPT2(1)
+	inputs, targets := tinyBatch(cfg, B, T)
+	opt := AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
+	step := 0
+	trainStep := func() {
+		step++
+		model.ZeroGrad()
+		if _, err := model.Forward(inputs, targets, B, T); err != nil {
+			t.Fatal(err)
+		}
+		if err := model.Backward(1024); err != nil {
+			t.Fatal(err)
+		}
+		model.Update(opt, 1e-3, step, 1/(1024*(model.GradNorm()/1024+1)))
+	}
+	trainStep()
+	if allocs := testing.AllocsPerRun(5, trainStep); allocs != 0 {
+		t.Errorf("a mixed-precision training step allocates %v times; want 0", allocs)
+	}
+}
