@@ -112,7 +112,13 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	model, err := loaded.NewModelWithPrecision(be, 1, loaded.Config.BlockSize, dev.modelPrecision())
+	// With the KV cache the model's own activations go unused (the cache has its own), so they
+	// are planned for one position; without it, for a whole window.
+	planT := 1
+	if opts.NoCache {
+		planT = loaded.Config.BlockSize
+	}
+	model, err := loaded.NewModelWithPrecision(be, 1, planT, dev.modelPrecision())
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 // stderr, so stdout is only the text.
 func printSamples(model *gpt.Model, ids []int32, prompt string, tok tokenizer.Tokenizer, opts gpt.SampleOptions, n int, stdout, stderr io.Writer) error {
 	opts.Notices = stderr
+	opts.Context = model.Config.BlockSize
 	separator := func(i int) {
 		if n > 1 {
 			fmt.Fprintf(stdout, "---- sample %d of %d ----\n", i+1, n)
