@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/gpt2go/gpt2go/gpt"
+	"github.com/gpt2go/gpt2go/tokenizer"
 )
 
 // The files of a Hugging Face model folder.
@@ -128,8 +129,9 @@ func readConfig(path string) (gpt.Config, error) {
 }
 
 // configJSON is the config.json written for cfg: GPT2Config's fields for a GPT2LMHeadModel that
-// computes what gpt2go computes (no dropout: gpt2go trains without it).
-func configJSON(cfg gpt.Config, eot int) ([]byte, error) {
+// computes what gpt2go computes (no dropout: gpt2go trains without it). tok (may be nil) gives
+// the special token ids.
+func configJSON(cfg gpt.Config, tok tokenizer.Tokenizer) ([]byte, error) {
 	c := map[string]any{
 		"activation_function":             "gelu_new",
 		"architectures":                   []string{"GPT2LMHeadModel"},
@@ -153,8 +155,11 @@ func configJSON(cfg gpt.Config, eot int) ([]byte, error) {
 		"use_cache":                       true,
 		"vocab_size":                      cfg.VocabSize,
 	}
-	if eot >= 0 {
-		c["bos_token_id"], c["eos_token_id"] = eot, eot
+	if tok != nil && tok.EOT() >= 0 {
+		c["bos_token_id"], c["eos_token_id"] = tok.EOT(), tok.EOT()
+	}
+	if tok != nil && tokenizer.SpecialsOf(tok).PAD >= 0 {
+		c["pad_token_id"] = tokenizer.SpecialsOf(tok).PAD
 	}
 	return indentJSON(c)
 }

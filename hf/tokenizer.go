@@ -46,11 +46,28 @@ func unicodeToken(tok []byte) string {
 }
 
 // bpeVocab is a byte-level BPE vocabulary: each id's bytes, the merges in rank order (each a
-// pair of ids), and the end-of-text id, which has no bytes.
+// pair of ids), and the special tokens (end-of-text, BERT's when appended), which have no bytes
+// but a text of their own.
 type bpeVocab struct {
-	tokens [][]byte
-	merges [][2]int
-	eot    int
+	tokens   [][]byte
+	merges   [][2]int
+	specials map[int]string // id -> "<|endoftext|>", "[PAD]", ...
+}
+
+// specialTokens returns tok's special tokens by id: EOT and BERT's appended [PAD] [CLS] [SEP]
+// [MASK].
+func specialTokens(tok tokenizer.Tokenizer) map[int]string {
+	m := map[int]string{}
+	if eot := tok.EOT(); eot >= 0 {
+		m[eot] = tokenizer.EOTText
+	}
+	s := tokenizer.SpecialsOf(tok)
+	for id, text := range map[int]string{s.PAD: tokenizer.PadText, s.CLS: tokenizer.ClsText, s.SEP: tokenizer.SepText, s.MASK: tokenizer.MaskText, s.UNK: tokenizer.UnkText} {
+		if id >= 0 {
+			m[id] = text
+		}
+	}
+	return m
 }
 
 // gpt2Vocab recovers GPT-2's vocabulary and merge list from the tokenizer. In GPT-2 (and
@@ -58,11 +75,10 @@ type bpeVocab struct {
 // merge i, so merge i joins the two tokens that BPE, restricted to the merges before it, splits
 // token 256+i into.
 func gpt2Vocab(tok tokenizer.Tokenizer) (*bpeVocab, error) {
-	eot := tok.EOT()
-	v := &bpeVocab{tokens: make([][]byte, tok.VocabSize()), eot: eot}
+	v := &bpeVocab{tokens: make([][]byte, tok.VocabSize()), specials: specialTokens(tok)}
 	rank := make(map[string]int, len(v.tokens))
 	for id := range v.tokens {
-		if id == eot {
+		if _, special := v.specials[id]; special {
 			continue
 		}
 		v.tokens[id] = []byte(tok.Decode([]int{id}))
@@ -74,7 +90,7 @@ func gpt2Vocab(tok tokenizer.Tokenizer) (*bpeVocab, error) {
 		}
 	}
 	for id := 256; id < len(v.tokens); id++ {
-		if id == eot {
+		if _, special := v.specials[id]; special {
 			continue
 		}
 		parts := bpeSplit(v.tokens[id], rank, id)
@@ -115,7 +131,7 @@ func bpeSplit(word []byte, rank map[string]int, limit int) [][]byte {
 
 // byteVocab is the byte tokenizer as a BPE without merges: id b is byte b.
 func byteVocab(tok tokenizer.Tokenizer) *bpeVocab {
-	v := &bpeVocab{tokens: make([][]byte, tok.VocabSize()), eot: tok.EOT()}
+	v := &bpeVocab{tokens: make([][]byte, tok.VocabSize()), specials: specialTokens(tok)}
 	for b := range 256 {
 		v.tokens[b] = []byte{byte(b)}
 	}
@@ -130,9 +146,9 @@ func (v *bpeVocab) vocabJSON() []byte {
 		if id > 0 {
 			b.WriteByte(',')
 		}
-		s := unicodeToken(t)
-		if id == v.eot {
-			s = tokenizer.EOTText
+		s, special := v.specials[id]
+		if !special {
+			s = unicodeToken(t)
 		}
 		writeJSONString(&b, s)
 		fmt.Fprintf(&b, ":%d", id)
@@ -183,11 +199,18 @@ func writeTokenizer(dir string, tok tokenizer.Tokenizer, cfg gpt.Config) (files 
 	default:
 		return nil, fmt.Sprintf("GPT2Tokenizer cannot express the %s tokenizer", tok.Name()), nil
 	}
-	special := map[string]any{"model_max_length": cfg.BlockSize, "add_prefix_space": false, "tokenizer_class": "GPT2Tokenizer"}
-	if v.eot >= 0 {
-		special["bos_token"], special["eos_token"], special["unk_token"] = tokenizer.EOTText, tokenizer.EOTText, tokenizer.EOTText
+	// GPT2Tokenizer's special tokens: EOT is GPT-2's bos, eos and unk; BERT's appended ones keep
+	// their roles. Their strings are in vocab.json, so they keep their ids.
+	tc := map[string]any{"model_max_length": cfg.BlockSize, "add_prefix_space": false, "tokenizer_class": "GPT2Tokenizer"}
+	roles := map[string]string{tokenizer.EOTText: "eos_token", tokenizer.PadText: "pad_token", tokenizer.ClsText: "cls_token",
+		tokenizer.SepText: "sep_token", tokenizer.MaskText: "mask_token", tokenizer.UnkText: "unk_token"}
+	for _, text := range v.specials {
+		tc[roles[text]] = text
+		if text == tokenizer.EOTText {
+			tc["bos_token"], tc["unk_token"] = text, text
+		}
 	}
-	tcfg, err := indentJSON(special)
+	tcfg, err := indentJSON(tc)
 	if err != nil {
 		return nil, "", err
 	}

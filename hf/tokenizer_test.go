@@ -129,6 +129,31 @@ func TestByteTokenizerFiles(t *testing.T) {
 	if got := bpe.encode(text); !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
+	// BERT's specials appended to the byte tokenizer keep their ids and roles.
+	withSpecials, err := tokenizer.WithBERTSpecials(tokenizer.Byte())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	if _, why, err := writeTokenizer(dir, withSpecials, gpt.Config{VocabSize: 261, BlockSize: 64}); err != nil || why != "" {
+		t.Fatalf("byte with specials: %q, %v", why, err)
+	}
+	bpe = loadBPE(t, dir)
+	if got := bpe.encode(text); !slices.Equal(got, want) {
+		t.Errorf("with specials: got %v, want %v", got, want)
+	}
+	var tc map[string]any
+	raw, _ := os.ReadFile(filepath.Join(dir, TokenizerConfigFile))
+	json.Unmarshal(raw, &tc)
+	for id, text := range map[int]string{256: "<|endoftext|>", 257: "[PAD]", 258: "[CLS]", 259: "[SEP]", 260: "[MASK]"} {
+		if bpe.vocab[text] != id {
+			t.Errorf("vocab.json: %s is %d, want %d", text, bpe.vocab[text], id)
+		}
+	}
+	if tc["pad_token"] != "[PAD]" || tc["mask_token"] != "[MASK]" || tc["eos_token"] != "<|endoftext|>" {
+		t.Errorf("tokenizer_config.json %v; want the specials' roles", tc)
+	}
+
 	// A char tokenizer has no GPT2Tokenizer form: no files, and a reason.
 	char, err := tokenizer.NewChar("abc", true)
 	if err != nil {
@@ -277,4 +302,27 @@ func pretokenize(text string) []string {
 		text = text[n:]
 	}
 	return pieces
+}
+
+// TestGPT2WithSpecialsFiles: GPT-2 with BERT's specials appended keeps GPT-2's merges and ids.
+func TestGPT2WithSpecialsFiles(t *testing.T) {
+	plain, _ := writeGPT2Tokenizer(t)
+	gpt2, _ := tokenizer.GPT2()
+	tok, err := tokenizer.WithBERTSpecials(gpt2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, why, err := writeTokenizer(dir, tok, gpt.Config{VocabSize: tok.VocabSize(), BlockSize: 1024}); err != nil || why != "" {
+		t.Fatalf("%q, %v", why, err)
+	}
+	a, _ := os.ReadFile(filepath.Join(plain, MergesFile))
+	b, _ := os.ReadFile(filepath.Join(dir, MergesFile))
+	if !bytes.Equal(a, b) {
+		t.Errorf("merges.txt changed with the specials appended")
+	}
+	bpe := loadBPE(t, dir)
+	if len(bpe.vocab) != 50261 || bpe.vocab["[MASK]"] != 50260 || bpe.vocab["Ġthe"] != 262 {
+		t.Errorf("vocab.json: %d entries, [MASK] %d, Ġthe %d", len(bpe.vocab), bpe.vocab["[MASK]"], bpe.vocab["Ġthe"])
+	}
 }

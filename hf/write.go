@@ -38,11 +38,7 @@ func Write(dir string, cfg gpt.Config, params []float32, tok tokenizer.Tokenizer
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
-	eot := -1
-	if tok != nil {
-		eot = tok.EOT()
-	}
-	conf, err := configJSON(cfg, eot)
+	conf, err := configJSON(cfg, tok)
 	if err != nil {
 		return nil, err
 	}

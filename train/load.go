@@ -77,9 +77,25 @@ func LoadLLMC(path string) (*Loaded, error) {
 // InitHelp names what --init accepts, for flag help and errors.
 const InitHelp = "an llm.c model file, a Hugging Face GPT-2 folder (config.json + model.safetensors) or its model.safetensors, or hf:OWNER/NAME from the Hub (e.g. hf:openai-community/gpt2)"
 
+// ResolveInit returns the local file or folder that --init names: hf:OWNER/NAME[@REVISION] is
+// downloaded into cacheDir ("" means prepare.DefaultCacheDir()) the first time, with progress
+// bars on progress (may be nil); anything else is returned as it is.
+func ResolveInit(spec, cacheDir string, progress io.Writer) (string, error) {
+	if !strings.HasPrefix(spec, hf.SpecPrefix) {
+		return spec, nil
+	}
+	if cacheDir == "" {
+		var err error
+		if cacheDir, err = prepare.DefaultCacheDir(); err != nil {
+			return "", err
+		}
+	}
+	return hf.Download(context.Background(), spec, cacheDir, progress)
+}
+
 // LoadInit reads the pretrained weights --init names (see InitHelp), telling them apart by
 // content: llm.c's magic number, a safetensors file with GPT-2's Hugging Face names, a folder
-// with model.safetensors. hf:OWNER/NAME[@REVISION] is downloaded into the cache the first time.
+// with model.safetensors. hf:OWNER/NAME is resolved as ResolveInit does, in the default cache.
 // progress (may be nil) gets download bars and notes about skipped tensors.
 func LoadInit(spec string, progress io.Writer) (*Loaded, error) {
 	kind, path, err := resolveInit(spec, progress)
@@ -116,11 +132,7 @@ func InitConfig(spec string, progress io.Writer) (gpt.Config, error) {
 // resolveInit says what spec is ("llmc" or "hf") and where it is, downloading hf:OWNER/NAME.
 func resolveInit(spec string, progress io.Writer) (kind, path string, err error) {
 	if strings.HasPrefix(spec, hf.SpecPrefix) {
-		cache, err := prepare.DefaultCacheDir()
-		if err != nil {
-			return "", "", err
-		}
-		dir, err := hf.Download(context.Background(), spec, cache, progress)
+		dir, err := ResolveInit(spec, "", progress)
 		return "hf", dir, err
 	}
 	st, err := os.Stat(spec)

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/gpt2go/gpt2go/checkpoint"
+	"github.com/gpt2go/gpt2go/data"
 	"github.com/gpt2go/gpt2go/hf"
 )
 
@@ -146,6 +147,24 @@ func TestInitFromHub(t *testing.T) {
 	mustRun(t, "export", "--init", "hf:someone/tiny-gpt2", "--format", "llmc", "--out", out)
 	if requests != n {
 		t.Errorf("the second use made %d requests; want none", requests-n)
+	}
+
+	// train keeps the download in its --cache-dir and records the local copy as it records data.
+	shards := t.TempDir()
+	toks := make([]uint16, 4000)
+	for i := range toks {
+		toks[i] = uint16(i * 7 % 99)
+	}
+	data.WriteShard(filepath.Join(shards, "train_000000.bin"), toks)
+	trainCache := t.TempDir()
+	runDir := filepath.Join(t.TempDir(), "run")
+	mustRun(t, "train", "--data", shards, "--out", runDir, "--init", "hf:someone/tiny-gpt2", "--cache-dir", trainCache,
+		"--steps", "1", "--batch-size", "2", "--eval-every", "0", "--sample-every", "0", "--threads", "1")
+	local := filepath.Join(trainCache, "hf", "someone--tiny-gpt2", "main")
+	var run struct{ Init string }
+	raw, _ := os.ReadFile(filepath.Join(runDir, "run.json"))
+	if err := json.Unmarshal(raw, &run); err != nil || run.Init != local {
+		t.Errorf("run.json init %q (%v), want the local copy %s", run.Init, err, local)
 	}
 
 	hub.Close()

@@ -22,7 +22,6 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlags("profile")
 	cfg := train.Defaults()
 	var mf modelFlags
-	mf.progress = stderr
 	var dev deviceFlags
 	var dataSpec, cacheDir, runDir, tracePath, jsonPath string
 	var warmup int
@@ -90,6 +89,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			vocab = mf.vocabSize
 		}
 		var err error
+		mf.cacheDir, mf.progress = cacheDir, stderr
 		if cfg.Model, err = mf.build(set, vocab); err != nil {
 			return err
 		}

@@ -30,7 +30,9 @@ type modelFlags struct {
 	nLayer, nHead, nEmbd, blockSize, vocabSize, padTo int
 	noPosEmb                                          bool
 	init                                              string
-	progress                                          io.Writer // download bars for --init hf:OWNER/NAME
+	// For --init hf:OWNER/NAME: where the download is kept and where its progress is shown.
+	cacheDir string
+	progress io.Writer
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
@@ -51,6 +53,11 @@ func (m *modelFlags) build(set map[string]bool, dataVocab int) (gpt.Config, erro
 	var cfg gpt.Config
 	switch {
 	case m.init != "":
+		path, err := train.ResolveInit(m.init, m.cacheDir, m.progress)
+		if err != nil {
+			return cfg, err
+		}
+		m.init = path // a run records the local copy, as it records the prepared data
 		c, err := train.InitConfig(m.init, m.progress)
 		if err != nil {
 			return cfg, err
@@ -149,7 +156,6 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("train")
 	cfg := train.Defaults()
 	var mf modelFlags
-	mf.progress = stderr
 	var dev deviceFlags
 	var dataSpec, out, resume, cacheDir, cpuProfile string
 	var force, tensorBoard bool
@@ -210,6 +216,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			dataVocab = ds.Meta.VocabSize
 			cfg.Tokenizer = train.TokenizerInfoFromMeta(ds.Meta)
 		}
+		mf.cacheDir, mf.progress = cacheDir, stderr
 		if cfg.Model, err = mf.build(set, dataVocab); err != nil {
 			return err
 		}
