@@ -236,6 +236,35 @@ const texts = [
   ['special_only_controls', '\u0000[SEP]\u0000'],
 ];
 
+// Random texts from a pool of the characters above (and pieces of specials), the same each
+// run (xorshift32, fixed seed): the Go test compares these like the named cases.
+function randomTexts(n) {
+  const pool = [
+    ...'abcdeosthnrlmwyzABCDEOSTHNRLMWYZ', ...'0123456789', ' ', ' ', ' ', '\t', '\n', '\r', '\u00a0', '\u3000', '\u2028',
+    ...'.,;:!?\'"-_()[]{}<>/\\@#$%^&*+=|~`', ...'«»—…¿¡·。、「」', ...'€£©°',
+    ...'éèüöÅÑßçØ', '\u0301', '\u0308', '\u0303', 'e\u0301', ...'ΣσςΑΟΌ', ...'日本語中文東京', ...'テキスト', ...'한국', '𠀀', '𠀁',
+    '😀', '❤', '\ufe0f', '👍', '\u200d', '\u200b', '\u00ad', '\ufeff', '\u0000', '\u0007', '\u007f', '\u0085', '\ue000', '\ufffd',
+    'ﬁ', 'Ｆ', 'İ', 'ı', '\u037e', '\u0387',
+    '[MASK]', '[SEP]', '[CLS]', '[PAD]', '[UNK]', '[MASK', 'MASK]', '[mask]', '##', 'the', 'thou', 'king', 'love', 'ing',
+  ];
+  let state = 0x9e3779b9;
+  const next = () => {
+    state ^= state << 13; state >>>= 0;
+    state ^= state >>> 17;
+    state ^= state << 5; state >>>= 0;
+    return state;
+  };
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    const len = 1 + (next() % 24);
+    let text = '';
+    for (let j = 0; j < len; j++) text += pool[next() % pool.length];
+    out.push([`random_${String(i).padStart(3, '0')}`, text]);
+  }
+  return out;
+}
+texts.push(...randomTexts(300));
+
 // Id lists for decode, written as tokens.
 const decodes = [
   ['[CLS]', 'hello', '##s', '[SEP]'],
@@ -296,7 +325,12 @@ function generate() {
     cases,
     decode_cases: decodeCases,
   };
-  return { vocabText: vocab.join('\n') + '\n', casesText: JSON.stringify(fixture, null, 1) + '\n' };
+  // One case per line: small, and a regenerated file diffs case by case.
+  const lines = Object.entries(fixture).map(([k, v]) =>
+    Array.isArray(v) && v.length > 0 && typeof v[0] === 'object'
+      ? ` ${JSON.stringify(k)}: [\n${v.map((x) => '  ' + JSON.stringify(x)).join(',\n')}\n ]`
+      : ` ${JSON.stringify(k)}: ${JSON.stringify(v)}`);
+  return { vocabText: vocab.join('\n') + '\n', casesText: `{\n${lines.join(',\n')}\n}\n` };
 }
 
 const { vocabText, casesText } = generate();
