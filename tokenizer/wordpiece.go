@@ -276,8 +276,8 @@ func (w *WordPiece) normalize(text string) string {
 
 // isBertControl: the characters BERT's cleaning drops. Tab, newline and CR count as whitespace.
 func isBertControl(r rune) bool {
-	if r == '\t' || r == '\n' || r == '\r' {
-		return false
+	if r < utf8.RuneSelf {
+		return (r < 0x20 || r == 0x7F) && r != '\t' && r != '\n' && r != '\r'
 	}
 	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co)
 }
@@ -333,8 +333,13 @@ func lowerFull(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))
 	for i, r := range s {
-		switch r {
-		case 'Σ':
+		switch {
+		case r < utf8.RuneSelf:
+			if 'A' <= r && r <= 'Z' {
+				r += 'a' - 'A'
+			}
+			b.WriteByte(byte(r))
+		case r == 'Σ':
 			if finalSigma(s, i) {
 				b.WriteRune('ς')
 			} else {

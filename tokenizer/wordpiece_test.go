@@ -377,6 +377,16 @@ func FuzzWordPiece(f *testing.F) {
 			w = uncased
 		}
 		wordpieceInvariants(t, w, text)
+		// The bytes as ids too, in range or not: Decode must not panic and gives valid UTF-8.
+		var ids []int
+		for i := 0; i+1 < len(text); i += 2 {
+			ids = append(ids, int(text[i])<<5|int(text[i+1])-200)
+		}
+		for _, d := range []string{w.Decode(ids), w.DecodeSkippingSpecials(ids)} {
+			if !utf8.ValidString(d) {
+				t.Fatalf("Decode(%v) is not valid UTF-8: %q", ids, d)
+			}
+		}
 	})
 }
 
