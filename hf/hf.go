@@ -208,54 +208,45 @@ type tensor struct {
 	conv1d bool   // stored (in, out): shape[0] x shape[1] here is shape[1] x shape[0] there
 }
 
-// tensors lists every Hugging Face tensor of cfg in the order export writes them (embeddings,
-// layer by layer, final LayerNorm), with its shape and place in gpt2go's flat parameters. wte's
-// shape has the real vocabulary: its padded rows are gpt2go's alone.
+// tensors lists every Hugging Face tensor of cfg in the order of GPT2Model's state dict (wte,
+// wpe, layer by layer, ln_f), which export writes, with its shape and place in gpt2go's flat
+// parameters. wte's shape has the real vocabulary: the padded rows are gpt2go's alone.
 func tensors(cfg gpt.Config) []tensor {
-	specs := cfg.ParamSpecs()
-	offsets := map[string]int{}
-	sizes := map[string][]int{}
+	offsets, layerSizes, shapes := map[string]int{}, map[string]int{}, map[string][]int{}
 	off := 0
-	for _, s := range specs {
-		offsets[s.Name], sizes[s.Name] = off, s.Shape
+	for _, s := range cfg.ParamSpecs() {
+		offsets[s.Name], shapes[s.Name] = off, s.Shape
+		layerSizes[s.Name] = s.Size() / cfg.NumLayers // used for per-layer tensors only
 		off += s.Size()
 	}
-	var whole, layers, last []tensor
-	for _, tn := range tensorNames {
-		shape := sizes[tn.param]
-		if !tn.perLayer {
-			t := tensor{name: tn.name, shape: shape, offset: offsets[tn.param]}
-			if tn.param == "wte" {
-				t.shape = []int{cfg.VocabSize, cfg.Channels}
+	var out []tensor
+	whole := func(final bool) {
+		for _, tn := range tensorNames {
+			if !tn.perLayer && strings.HasPrefix(tn.name, "ln_f") == final {
+				shape := shapes[tn.param]
+				if tn.param == "wte" {
+					shape = []int{cfg.VocabSize, cfg.Channels}
+				}
+				out = append(out, tensor{name: tn.name, shape: shape, offset: offsets[tn.param]})
 			}
-			if strings.HasPrefix(tn.param, "lnf") {
-				last = append(last, t)
-			} else {
-				whole = append(whole, t)
-			}
-			continue
-		}
-		shape = shape[1:] // one layer
-		size := 1
-		for _, d := range shape {
-			size *= d
-		}
-		if tn.conv1d {
-			shape = []int{shape[1], shape[0]}
-		}
-		for l := range cfg.NumLayers {
-			layers = append(layers, tensor{name: fmt.Sprintf(tn.name, l), shape: shape, offset: offsets[tn.param] + l*size, conv1d: tn.conv1d})
 		}
 	}
-	// Order the layer tensors by layer, keeping tensorNames' order within a layer.
-	perLayer := len(layers) / max(cfg.NumLayers, 1)
-	ordered := make([]tensor, 0, len(layers))
+	whole(false)
 	for l := range cfg.NumLayers {
-		for k := range perLayer {
-			ordered = append(ordered, layers[k*cfg.NumLayers+l])
+		for _, tn := range tensorNames {
+			if !tn.perLayer {
+				continue
+			}
+			shape := shapes[tn.param][1:] // gpt2go's (out, in) for weights
+			if tn.conv1d {
+				shape = []int{shape[1], shape[0]}
+			}
+			out = append(out, tensor{name: fmt.Sprintf(tn.name, l), shape: shape,
+				offset: offsets[tn.param] + l*layerSizes[tn.param], conv1d: tn.conv1d})
 		}
 	}
-	return append(append(whole, ordered...), last...)
+	whole(true)
+	return out
 }
 
 // size is the tensor's element count.
