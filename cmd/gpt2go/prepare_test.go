@@ -1,0 +1,52 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpt2go/gpt2go/data"
+	"github.com/gpt2go/gpt2go/tokenizer"
+)
+
+// TestPrepareWordPiece: prepare --tokenizer wordpiece records the vocab in meta.json, a run
+// trained on it samples after the vocab.txt is gone, and the flags' misuse fails in one line.
+func TestPrepareWordPiece(t *testing.T) {
+	dir := t.TempDir()
+	vocab := filepath.Join(dir, "vocab.txt")
+	b, err := os.ReadFile("../../tokenizer/testdata/wordpiece/vocab.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(vocab, b, 0o644)
+	src := filepath.Join(dir, "corpus.txt")
+	os.WriteFile(src, []byte(strings.Repeat("ROMEO: But soft! what light through yonder window breaks? [MASK] Café\n", 200)), 0o644)
+	out := filepath.Join(dir, "data")
+	mustRun(t, "prepare", "--input", src, "--out", out, "--tokenizer", "wordpiece", "--vocab", vocab)
+	m, err := data.ReadMeta(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Tokenizer != "wordpiece" || m.EOT != 102 || !m.Lowercase || m.Specials == nil || m.Specials.MASK != 103 || m.Vocab != string(b) {
+		t.Fatalf("meta.json: tokenizer %q eot %d lowercase %v specials %+v", m.Tokenizer, m.EOT, m.Lowercase, m.Specials)
+	}
+	os.Remove(vocab)
+	runDir := filepath.Join(dir, "run")
+	mustRun(t, trainArgs(out, runDir, "--steps", "4", "--eval-every", "2")...)
+	if got := mustRun(t, "sample", "--ckpt", runDir, "--prompt", "romeo", "--tokens", "4", "--threads", "2"); !strings.HasPrefix(got, "romeo") {
+		t.Fatalf("sample = %q", got)
+	}
+
+	mustFail(t, "needs its vocab: pass --vocab", "prepare", "--input", src, "--out", filepath.Join(dir, "x"), "--tokenizer", "wordpiece")
+	mustFail(t, "does not exist", "prepare", "--input", src, "--out", filepath.Join(dir, "x"), "--tokenizer", "wordpiece", "--vocab", vocab)
+	mustFail(t, "--vocab is for --tokenizer wordpiece", "prepare", "--input", src, "--out", filepath.Join(dir, "x"), "--vocab", vocab)
+
+	// --bert-specials on GPT-2: four more ids after 50257, recorded.
+	gpt2Out := filepath.Join(dir, "gpt2")
+	mustRun(t, "prepare", "--input", src, "--out", gpt2Out, "--bert-specials")
+	if m, err := data.ReadMeta(gpt2Out); err != nil || m.VocabSize != 50261 || m.Specials == nil ||
+		*m.Specials != (tokenizer.Specials{PAD: 50257, UNK: -1, CLS: 50258, SEP: 50259, MASK: 50260}) {
+		t.Fatalf("gpt2 --bert-specials meta: %+v, %v", m, err)
+	}
+}
