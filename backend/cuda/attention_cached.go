@@ -14,11 +14,15 @@ func (be *Backend) AttentionForwardCached(out, kcache, vcache, qkv backend.Buf, 
 	}
 	HS := C / NH
 	n := int64(B) * int64(Tnew) * int64(C)
-	be.launch("AttentionForwardCached", "attention_cache_append", Blocks(n, threads), threads, 0, func(k *Kernel) {
+	x := qkv.DType() // the caches and out share it
+	if !be.sameFormat("AttentionForwardCached", x, out, kcache, vcache) {
+		return
+	}
+	be.launch("AttentionForwardCached", "attention_cache_append"+formatSuffix(x), Blocks(n, threads), threads, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(kcache)).Ptr(ptrOf(vcache)).Ptr(ptrOf(qkv)).Int(B).Int(Tnew).Int(pos).Int(maxT).Int(C).Int(NH)
 	})
 	shared := (pos + Tnew + HS) * 4 // the scores and q
-	be.launch("AttentionForwardCached", "attention_forward_cached", B*NH*Tnew, WarpSize, shared, func(k *Kernel) {
+	be.launch("AttentionForwardCached", "attention_forward_cached"+formatSuffix(x), B*NH*Tnew, WarpSize, shared, func(k *Kernel) {
 		k.Ptr(ptrOf(out)).Ptr(ptrOf(kcache)).Ptr(ptrOf(vcache)).Ptr(ptrOf(qkv)).Int(B).Int(Tnew).Int(pos).Int(maxT).Int(C).Int(NH)
 	})
 }

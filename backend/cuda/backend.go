@@ -35,7 +35,7 @@ type Backend struct {
 	naiveAttention bool // tests and benchmarks: the one-row-per-block kernels at every head size
 	noAttentionMM  bool // tests and benchmarks: the two-lane kernels at head size 64
 
-	allocated int64   // bytes from Alloc and AllocInt32
+	allocated int64   // bytes from Alloc, AllocDType and AllocInt32
 	peak      float64 // measured matmul FLOP/s, see PeakFLOPS
 	scratch   struct {
 		partial uintptr // layernorm / column-sum partials
@@ -90,19 +90,66 @@ func New(opts Options) (*Backend, error) {
 	return be, nil
 }
 
-// kernelNames lists the kernels each file defines (checked by a test against the sources).
-var kernelNames = map[string][]string{
-	"attention.cu":        {"attention_forward", "attention_backward_delta", "attention_backward_dq", "attention_backward_dkv"},
-	"attention_cached.cu": {"attention_cache_append", "attention_forward_cached"},
-	"attention_tiled.cu": {"attention_forward_hs16", "attention_forward_hs32", "attention_forward_hs48", "attention_forward_hs64",
+// kernelNames lists the kernels each file defines (checked by a test against the compiled
+// sources): each kernel of kernelTypes once per storage format (see formatSuffix and
+// pairSuffix), the rest once.
+var kernelNames = func() map[string][]string {
+	names := map[string][]string{}
+	for file, k := range kernelTypes {
+		names[file] = append(names[file], k.single...)
+		for _, dt := range []backend.DType{backend.F32, backend.BF16, backend.F16} {
+			for _, base := range k.perFormat {
+				names[file] = append(names[file], base+formatSuffix(dt))
+			}
+		}
+		for _, p := range gradPairs {
+			for _, base := range k.perPair {
+				names[file] = append(names[file], base+pairSuffix(p[0], p[1]))
+			}
+		}
+	}
+	return names
+}()
+
+// kernelTypes names each file's kernels by how many storage variants they have: perFormat
+// kernels exist for every format (X_VARIANTS in common.cuh), perPair ones for every pair of
+// activation and gradient formats a model uses (XG_VARIANTS), single ones once.
+var kernelTypes = map[string]struct{ perFormat, perPair, single []string }{
+	"attention.cu":        {perFormat: []string{"attention_forward", "attention_backward_delta", "attention_backward_dq", "attention_backward_dkv"}},
+	"attention_cached.cu": {perFormat: []string{"attention_cache_append", "attention_forward_cached"}},
+	"attention_tiled.cu": {perFormat: []string{"attention_forward_hs16", "attention_forward_hs32", "attention_forward_hs48", "attention_forward_hs64",
 		"attention_backward_dq_hs16", "attention_backward_dq_hs32", "attention_backward_dq_hs48", "attention_backward_dq_hs64",
 		"attention_backward_dkv_hs16", "attention_backward_dkv_hs32", "attention_backward_dkv_hs48", "attention_backward_dkv_hs64",
-		"attention_forward_mm64", "attention_backward_dq_mm64", "attention_backward_dkv_mm64"},
-	"crossentropy.cu": {"crossentropy_forward", "crossentropy_backward"},
-	"elementwise.cu": {"gelu_forward", "gelu_backward", "residual_forward", "residual_backward", "adamw",
-		"sum_squares_partial", "sum_squares_final", "column_sum_partial", "column_sum_reduce"},
-	"encoder.cu":   {"encoder_forward", "encoder_backward_wte", "encoder_backward_wte_index", "encoder_backward_wpe"},
-	"layernorm.cu": {"layernorm_forward", "layernorm_backward", "layernorm_backward4", "layernorm_backward_reduce", "residual_layernorm_forward"},
+		"attention_forward_mm64", "attention_backward_dq_mm64", "attention_backward_dkv_mm64"}},
+	"crossentropy.cu": {perFormat: []string{"crossentropy_forward", "crossentropy_backward"}},
+	"elementwise.cu": {perFormat: []string{"gelu_forward", "gelu_backward", "residual_forward", "residual_backward", "adamw",
+		"sum_squares_partial", "column_sum_partial", "column_sum_reduce"},
+		single: []string{"sum_squares_final", "convert_bf16_fp32", "convert_fp16_fp32", "convert_fp32_bf16", "convert_fp32_fp16"}},
+	"encoder.cu": {perFormat: []string{"encoder_forward"}, perPair: []string{"encoder_backward_wte", "encoder_backward_wte_index", "encoder_backward_wpe"}},
+	"layernorm.cu": {perFormat: []string{"layernorm_forward", "layernorm_backward", "layernorm_backward_reduce", "residual_layernorm_forward"},
+		single: []string{"layernorm_backward4"}},
+}
+
+// gradPairs are the (activation, parameter gradient) formats of XG_VARIANTS.
+var gradPairs = [][2]backend.DType{
+	{backend.F32, backend.F32}, {backend.BF16, backend.F32}, {backend.BF16, backend.BF16}, {backend.F16, backend.F32}, {backend.F16, backend.F16},
+}
+
+// formatSuffix is the kernel-name suffix of a storage format: none for fp32, _bf16, _fp16.
+func formatSuffix(dt backend.DType) string {
+	if dt.Is16() {
+		return "_" + dt.String()
+	}
+	return ""
+}
+
+// pairSuffix is the suffix of a kernel over activations in x and gradients in g: none for fp32
+// and fp32, else _x_g (_bf16_fp32).
+func pairSuffix(x, g backend.DType) string {
+	if x == backend.F32 && g == backend.F32 {
+		return ""
+	}
+	return "_" + x.String() + "_" + g.String()
 }
 
 // Name says which GPU and matmul precision.
@@ -121,15 +168,22 @@ func (be *Backend) Device() *Device { return be.g }
 // Allocated returns the bytes allocated through Alloc and AllocInt32.
 func (be *Backend) Allocated() int64 { return be.allocated }
 
-// buf is device memory: n elements of 4 bytes at ptr.
+// buf is device memory: n elements of dt at ptr (4 bytes each, 2 for bf16 and fp16).
 type buf struct {
 	ptr  uintptr
 	n    int
+	dt   backend.DType
 	idx  *tokenIndex // int32 buffers: the encoder backward's token index of the last upload
 	root *buf        // views: the allocation they are part of (nil for an allocation)
 }
 
 func (b *buf) Len() int { return b.n }
+
+// DType is the buffer's storage format (backend.I32 for token buffers).
+func (b *buf) DType() backend.DType { return b.dt }
+
+// bytes is the size of n elements of b.
+func (b *buf) bytes(n int) int64 { return int64(n) * int64(b.dt.Bytes()) }
 
 // dropIndex forgets the token index of b's allocation, whose contents are being overwritten.
 func (b *buf) dropIndex() {
@@ -154,25 +208,27 @@ func (be *Backend) fail(err error) {
 	}
 }
 
-func (be *Backend) alloc(n int) backend.Buf {
+func (be *Backend) alloc(n int, dt backend.DType) backend.Buf {
+	b := &buf{n: n, dt: dt}
 	if be.err != nil {
-		return &buf{n: n}
+		return b
 	}
-	p, err := be.g.Alloc(int64(max(n, 1)) * 4)
+	p, err := be.g.Alloc(b.bytes(max(n, 1)))
 	if err != nil {
 		be.fail(err)
-		return &buf{n: n}
+		return b
 	}
-	be.allocated += int64(n) * 4
-	be.fail(be.g.Memset32(p, 0, int64(n)))
-	return &buf{ptr: p, n: n}
+	b.ptr = p
+	be.allocated += b.bytes(n)
+	be.Zero(b)
+	return b
 }
 
 // Alloc returns n zeroed float32s of device memory.
-func (be *Backend) Alloc(n int) backend.Buf { return be.alloc(n) }
+func (be *Backend) Alloc(n int) backend.Buf { return be.alloc(n, backend.F32) }
 
 // AllocInt32 returns n zeroed int32s of device memory.
-func (be *Backend) AllocInt32(n int) backend.Buf { return be.alloc(n) }
+func (be *Backend) AllocInt32(n int) backend.Buf { return be.alloc(n, backend.I32) }
 
 // View returns elements [off, off+n) of b.
 func (be *Backend) View(b backend.Buf, off, n int) backend.Buf {
@@ -184,14 +240,20 @@ func (be *Backend) View(b backend.Buf, off, n int) backend.Buf {
 	if src.root != nil {
 		root = src.root
 	}
-	return &buf{ptr: src.ptr + uintptr(off)*4, n: n, root: root}
+	return &buf{ptr: src.ptr + uintptr(src.bytes(off)), n: n, dt: src.dt, root: root}
 }
 
-// Upload copies src into dst[:len(src)].
+// Upload copies src into dst[:len(src)], rounded to nearest even to dst's format (on the host).
 func (be *Backend) Upload(dst backend.Buf, src []float32) {
-	if be.err == nil && len(src) > 0 {
-		be.fail(be.g.HtoD(ptrOf(dst), unsafe.Pointer(&src[0]), int64(len(src))*4))
+	if be.err != nil || len(src) == 0 {
+		return
 	}
+	if dt := dst.DType(); dt.Is16() {
+		bits := pack16(dt, src)
+		be.fail(be.g.HtoD(ptrOf(dst), unsafe.Pointer(&bits[0]), int64(len(bits))*2))
+		return
+	}
+	be.fail(be.g.HtoD(ptrOf(dst), unsafe.Pointer(&src[0]), int64(len(src))*4))
 }
 
 // UploadInt32 copies src into dst[:len(src)]. Into an allocation (not a view), token ids in
@@ -222,7 +284,13 @@ func (be *Backend) UploadInt32(dst backend.Buf, src []int32) {
 // with NaN, which the trainer stops on; Sync then says what failed.
 func (be *Backend) Download(dst []float32, src backend.Buf) {
 	if be.err == nil && len(dst) > 0 {
-		be.fail(be.g.DtoH(unsafe.Pointer(&dst[0]), ptrOf(src), int64(len(dst))*4))
+		if dt := src.DType(); dt.Is16() {
+			bits := make([]uint16, len(dst))
+			be.fail(be.g.DtoH(unsafe.Pointer(&bits[0]), ptrOf(src), int64(len(bits))*2))
+			unpack16(dt, dst, bits)
+		} else {
+			be.fail(be.g.DtoH(unsafe.Pointer(&dst[0]), ptrOf(src), int64(len(dst))*4))
+		}
 	}
 	if be.err != nil {
 		for i := range dst {
@@ -234,8 +302,13 @@ func (be *Backend) Download(dst []float32, src backend.Buf) {
 // Zero sets every element of b to 0.
 func (be *Backend) Zero(b backend.Buf) {
 	if be.err == nil {
-		b.(*buf).dropIndex()
-		be.fail(be.g.Memset32(ptrOf(b), 0, int64(b.Len())))
+		bb := b.(*buf)
+		bb.dropIndex()
+		if bb.dt.Is16() {
+			be.fail(be.g.Memset16(bb.ptr, 0, int64(bb.n)))
+		} else {
+			be.fail(be.g.Memset32(bb.ptr, 0, int64(bb.n)))
+		}
 	}
 }
 
@@ -256,6 +329,10 @@ func (be *Backend) launch(op, name string, grid, block, shared int, args func(k 
 		return
 	}
 	k := be.kernels[name]
+	if k == nil { // a combination of formats no kernel was written for
+		be.fail(fmt.Errorf("%s: no kernel %s for these buffers' formats", op, name))
+		return
+	}
 	args(k.Args())
 	if err := k.Launch(grid, block, shared); err != nil {
 		be.fail(fmt.Errorf("%s: %w", op, err))

@@ -6,11 +6,15 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/gpt2go/gpt2go/backend"
 )
 
 // cuBLASLt constants (cublasLt.h, library_types.h).
 const (
 	cudaR32F            = 0  // CUDA_R_32F
+	cudaR16F            = 2  // CUDA_R_16F
+	cudaR16BF           = 14 // CUDA_R_16BF
 	computeF32          = 68 // CUBLAS_COMPUTE_32F
 	computeF32FastTF32  = 77 // CUBLAS_COMPUTE_32F_FAST_TF32
 	descTransA          = 3  // CUBLASLT_MATMUL_DESC_TRANSA
@@ -92,12 +96,31 @@ func checkCublas(call string, code uintptr) error {
 
 // Gemm describes one column-major product D = alpha*op(A)@op(B) + beta*D (+ bias per row of D),
 // with op(A) (m,k), op(B) (k,n), D (m,n) and leading dimensions lda, ldb, ldd.
+//
+// A and B are stored in format AB, D (and C, which is D) in format D; the zero values are fp32.
+// Products always accumulate in fp32 (CUBLAS_COMPUTE_32F, fp32 alpha and beta): cuBLASLt's
+// supported combinations include A/B bf16 or fp16 with C/D of the same format or fp32, so a
+// 16-bit forward writes 16-bit outputs and a weight gradient accumulates (beta 1) into fp32.
+// The bias has D's format (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE's default). TF32 applies only
+// to fp32 A and B.
 type Gemm struct {
 	TransA, TransB bool
 	M, N, K        int
 	LDA, LDB, LDD  int
 	Bias           bool // add a bias vector of length m to every column of D
 	TF32           bool
+	AB, D          backend.DType
+}
+
+// cudaDataType is the cudaDataType_t of a storage format.
+func cudaDataType(dt backend.DType) uintptr {
+	switch dt {
+	case backend.BF16:
+		return cudaR16BF
+	case backend.F16:
+		return cudaR16F
+	}
+	return cudaR32F
 }
 
 // matmulPlan is what cuBLASLt needs for one Gemm shape, created once and reused.
@@ -162,7 +185,7 @@ func (b *Blas) plan(key planKey, bias uintptr) (*matmulPlan, error) {
 	lib := b.lib
 	p := &matmulPlan{}
 	compute := uintptr(computeF32)
-	if s.TF32 {
+	if s.TF32 && s.AB == backend.F32 {
 		compute = computeF32FastTF32
 	}
 	if err := checkCublas("cublasLtMatmulDescCreate", first(purego.SyscallN(lib.descCreate, uintptr(unsafe.Pointer(&p.desc)), compute, cudaR32F))); err != nil {
@@ -189,8 +212,8 @@ func (b *Blas) plan(key planKey, bias uintptr) (*matmulPlan, error) {
 			return nil, err
 		}
 	}
-	layout := func(dst *uintptr, rows, cols, ld int) error {
-		return checkCublas("cublasLtMatrixLayoutCreate", first(purego.SyscallN(lib.layoutCreate, uintptr(unsafe.Pointer(dst)), cudaR32F, uintptr(rows), uintptr(cols), uintptr(ld))))
+	layout := func(dst *uintptr, dt backend.DType, rows, cols, ld int) error {
+		return checkCublas("cublasLtMatrixLayoutCreate", first(purego.SyscallN(lib.layoutCreate, uintptr(unsafe.Pointer(dst)), cudaDataType(dt), uintptr(rows), uintptr(cols), uintptr(ld))))
 	}
 	// Stored shapes: A is (m,k) or, transposed, (k,m); likewise B.
 	ar, ac := s.M, s.K
@@ -208,13 +231,13 @@ func (b *Blas) plan(key planKey, bias uintptr) (*matmulPlan, error) {
 		}
 		p.bias = bias
 	}
-	if err := layout(&p.a, ar, ac, s.LDA); err != nil {
+	if err := layout(&p.a, s.AB, ar, ac, s.LDA); err != nil {
 		return nil, err
 	}
-	if err := layout(&p.b, br, bc, s.LDB); err != nil {
+	if err := layout(&p.b, s.AB, br, bc, s.LDB); err != nil {
 		return nil, err
 	}
-	if err := layout(&p.d, s.M, s.N, s.LDD); err != nil {
+	if err := layout(&p.d, s.D, s.M, s.N, s.LDD); err != nil {
 		return nil, err
 	}
 	var pref uintptr

@@ -127,6 +127,15 @@ func (g *Device) Memset32(p uintptr, value uint32, n int64) error {
 	return g.drv.check("cuMemsetD32Async", first(purego.SyscallN(g.drv.memsetD32Async, p, uintptr(value), uintptr(n), g.stream)))
 }
 
+// Memset16 sets n 16-bit words at p to value, in stream order.
+func (g *Device) Memset16(p uintptr, value uint16, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	defer g.bind()()
+	return g.drv.check("cuMemsetD16Async", first(purego.SyscallN(g.drv.memsetD16Async, p, uintptr(value), uintptr(n), g.stream)))
+}
+
 // Sync waits for all work queued on the device's stream.
 func (g *Device) Sync() error {
 	defer g.bind()()

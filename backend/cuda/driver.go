@@ -17,7 +17,7 @@ type Driver struct {
 
 	init, driverGetVersion, deviceGetCount, deviceGet, deviceGetName, deviceGetAttribute, deviceTotalMem,
 	primaryCtxRetain, ctxSetCurrent, ctxGetCurrent, ctxSynchronize, memGetInfo, memAlloc, memFree,
-	memcpyHtoD, memcpyDtoH, memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync, memsetD32Async,
+	memcpyHtoD, memcpyDtoH, memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync, memsetD32Async, memsetD16Async,
 	moduleLoadData, moduleGetFunction, funcSetAttribute, launchKernel, streamCreate, streamSynchronize,
 	eventCreate, eventRecord, eventSynchronize, eventElapsedTime, getErrorName, getErrorString uintptr
 }
@@ -61,6 +61,7 @@ func loadDriver() (*Driver, error) {
 		"cuMemcpyDtoHAsync_v2":     &d.memcpyDtoHAsync,
 		"cuMemcpyDtoDAsync_v2":     &d.memcpyDtoDAsync,
 		"cuMemsetD32Async":         &d.memsetD32Async,
+		"cuMemsetD16Async":         &d.memsetD16Async,
 		"cuModuleLoadData":         &d.moduleLoadData,
 		"cuModuleGetFunction":      &d.moduleGetFunction,
 		"cuFuncSetAttribute":       &d.funcSetAttribute,

@@ -2,36 +2,136 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/gpt2go/gpt2go/backend"
 )
 
-// The CUDA backend stores fp32 only so far: its kernels read and write float32, and TF32 is a
-// matmul mode (Options.TF32), not a storage format. bf16 and fp16 buffers need their own kernels.
+// The CUDA backend stores bf16 and fp16 natively, 2 bytes an element. Its kernels are written
+// once over the storage type (kernels/common.cuh) and exist per format; each op picks the
+// variant of its buffers' formats (formatSuffix, pairSuffix). Matmuls run in cuBLASLt on
+// 16-bit A and B with fp32 accumulation (cublaslt.go). TF32 is a matmul mode of fp32 buffers
+// (Options.TF32), not a storage format.
 
-// DType reports fp32: every CUDA buffer holds 4-byte elements (int32 buffers included).
-func (b *buf) DType() backend.DType { return backend.F32 }
-
-// CheckDType accepts fp32 and refuses the 16-bit formats, which have no kernels yet.
+// CheckDType accepts fp32 and fp16 everywhere, and bf16 on GPUs of compute capability 8.0 and
+// newer: cuBLASLt has no bf16 matrix products before Ampere.
 func (be *Backend) CheckDType(dt backend.DType) error {
-	if dt == backend.F32 {
+	switch dt {
+	case backend.F32, backend.F16:
+		return nil
+	case backend.BF16:
+		if be.g.Info.Major < 8 {
+			return fmt.Errorf("--precision bf16 needs a GPU of compute capability 8.0 or newer (Ampere); this one is sm_%d%d: use --precision fp16", be.g.Info.Major, be.g.Info.Minor)
+		}
 		return nil
 	}
-	return fmt.Errorf("--precision %v is not implemented on the GPU yet; use --precision tf32 (or fp32) on the GPU, or --device cpu", dt)
+	return fmt.Errorf("cuda: cannot store %v as floats", dt)
 }
 
-// AllocDType allocates fp32 buffers; other formats are refused by CheckDType, which callers
-// must consult first.
+// DefaultDType is the compute format of a training run that names no --precision: bf16 where
+// the GPU multiplies bf16 (compute capability 8.0 and newer), else fp16.
+func (be *Backend) DefaultDType() backend.DType { return defaultDType(be.g.Info.Major) }
+
+func defaultDType(major int) backend.DType {
+	if major >= 8 {
+		return backend.BF16
+	}
+	return backend.F16
+}
+
+// AllocDType returns n zeroed elements of dt (fp32, bf16 or fp16) of device memory; CheckDType
+// must accept dt.
 func (be *Backend) AllocDType(n int, dt backend.DType) backend.Buf {
 	if err := be.CheckDType(dt); err != nil {
 		panic(err)
 	}
-	return be.alloc(n)
+	return be.alloc(n, dt)
 }
 
-// Convert copies src(N) to dst(N): both are fp32, so there is nothing to round.
+// Convert writes dst(N) = src(N) in dst's format: fp32 to bf16 or fp16 rounded to nearest even
+// (seed 0) or stochastically with backend.StochasticBits(seed, i), bit for bit as the CPU does;
+// a 16-bit buffer to fp32 exactly; equal formats as a copy.
 func (be *Backend) Convert(dst, src backend.Buf, N int, seed uint64) {
-	if be.err == nil && N > 0 {
-		be.fail(be.g.DtoD(ptrOf(dst), ptrOf(src), int64(N)*4))
+	if be.err != nil || N == 0 {
+		return
 	}
+	d, s := dst.(*buf), src.(*buf)
+	if d.dt == s.dt {
+		be.fail(be.g.DtoD(d.ptr, s.ptr, d.bytes(N)))
+		return
+	}
+	name := "convert_" + d.dt.String() + "_" + s.dt.String()
+	be.launch("Convert", name, Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
+		k.Ptr(d.ptr).Ptr(s.ptr).Long(int64(N)).Long(int64(seed))
+	})
+}
+
+// sameFormat fails the op unless every non-nil buffer is stored as dt (the kernels take one
+// format per role).
+func (be *Backend) sameFormat(op string, dt backend.DType, bufs ...backend.Buf) bool {
+	for _, b := range bufs {
+		if b != nil && b.DType() != dt {
+			be.fail(fmt.Errorf("%s: a %v buffer where %v is expected", op, b.DType(), dt))
+			return false
+		}
+	}
+	return true
+}
+
+// pack16 rounds src to dt (bf16 or fp16) to nearest even and returns the 16-bit patterns.
+func pack16(dt backend.DType, src []float32) []uint16 {
+	bits := make([]uint16, len(src))
+	if dt == backend.BF16 {
+		for i, x := range src {
+			bits[i] = uint16(math.Float32bits(backend.RoundBF16(x)) >> 16)
+		}
+		return bits
+	}
+	for i, x := range src {
+		bits[i] = f16Bits(backend.RoundF16(x))
+	}
+	return bits
+}
+
+// unpack16 widens the 16-bit patterns of dt into dst, exactly.
+func unpack16(dt backend.DType, dst []float32, bits []uint16) {
+	if dt == backend.BF16 {
+		for i, h := range bits {
+			dst[i] = math.Float32frombits(uint32(h) << 16)
+		}
+		return
+	}
+	for i, h := range bits {
+		dst[i] = f16Value(h)
+	}
+}
+
+// f16Bits packs x, a value that fp16 represents exactly (backend.RoundF16's result), into its
+// binary16 pattern; NaN becomes the quiet NaN 0x7e00.
+func f16Bits(x float32) uint16 {
+	b := math.Float32bits(x)
+	sign := uint16(b>>16) & 0x8000
+	m := b &^ 0x8000_0000
+	switch {
+	case m > 0x7f80_0000:
+		return 0x7e00
+	case m >= 0x7f80_0000:
+		return sign | 0x7c00
+	case m < 0x3880_0000: // below 2^-14: a subnormal, a whole number of 2^-24
+		return sign | uint16(math.Float32frombits(m)*0x1p24)
+	}
+	return sign | uint16(m>>13-112<<10) // rebias the exponent from 127 to 15
+}
+
+// f16Value widens a binary16 pattern to float32, exactly.
+func f16Value(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	e, mant := uint32(h>>10)&0x1f, uint32(h&0x3ff)
+	switch e {
+	case 0:
+		return math.Float32frombits(math.Float32bits(float32(mant)*0x1p-24) | sign)
+	case 31:
+		return math.Float32frombits(sign | 0x7f80_0000 | mant<<13)
+	}
+	return math.Float32frombits(sign | (e+112)<<23 | mant<<13)
 }

@@ -39,6 +39,12 @@ func (be *Backend) useMM64(HS int) bool {
 	return HS == 64 && !be.noAttentionMM && be.g.Info.MaxSharedOpt >= mm64DKVShared
 }
 
+// Every op launches the kernels of its buffers' storage formats: the activations' format X (the
+// format of the op's main input or output, which its other activation buffers must share) picks
+// the variant by formatSuffix, and ops that also write parameter gradients in their own format
+// G pick by pairSuffix or launch a separate kernel per format. Statistics (LayerNorm mean and
+// rstd, log-sum-exps, losses) are fp32.
+
 // tiledAttention names the tiled attention kernels by head size (attention_tiled.cu); other head
 // sizes take the one-row-per-block kernels of attention.cu.
 var tiledAttention = map[int]struct{ forward, dq, dkv string }{
@@ -64,7 +70,11 @@ func (be *Backend) attentionTiles(B, T, NH, HS int, inputs ...backend.Buf) (k st
 
 func (be *Backend) EncoderForward(out, tokens, wte, wpe backend.Buf, B, T, C int) {
 	n := int64(B * T * C)
-	be.launch("EncoderForward", "encoder_forward", Blocks(n, threads), threads, 0, func(k *Kernel) {
+	x := out.DType()
+	if !be.sameFormat("EncoderForward", x, wte, wpe) {
+		return
+	}
+	be.launch("EncoderForward", "encoder_forward"+formatSuffix(x), Blocks(n, threads), threads, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(out)).Ptr(ptrOf(tokens)).Ptr(ptrOf(wte)).Ptr(ptrOf(wpe)).Int(B * T).Int(T).Int(C)
 	})
 }
@@ -74,48 +84,66 @@ func (be *Backend) EncoderForward(out, tokens, wte, wpe backend.Buf, B, T, C int
 // parallel; without one (tokens is a view, was not uploaded whole, or was written through a
 // view since), one thread per channel walks all positions.
 func (be *Backend) EncoderBackward(dwte, dwpe, dout, tokens backend.Buf, B, T, C int) {
+	g := dwte.DType()
+	if !be.sameFormat("EncoderBackward", g, dwpe) {
+		return
+	}
+	suffix := pairSuffix(dout.DType(), g)
 	if idx := tokens.(*buf).idx; idx != nil && idx.n == B*T && idx.dev != 0 {
 		cblocks := Blocks(int64(C), threads)
-		be.launch("EncoderBackward", "encoder_backward_wte_index", idx.distinct*cblocks, threads, 0, func(k *Kernel) {
+		be.launch("EncoderBackward", "encoder_backward_wte_index"+suffix, idx.distinct*cblocks, threads, 0, func(k *Kernel) {
 			k.Ptr(ptrOf(dwte)).Ptr(ptrOf(dout)).Ptr(idx.dev).Int(idx.distinct).Int(B * T).Int(C)
 		})
 	} else {
-		be.launch("EncoderBackward", "encoder_backward_wte", Blocks(int64(C), 128), 128, 0, func(k *Kernel) {
+		be.launch("EncoderBackward", "encoder_backward_wte"+suffix, Blocks(int64(C), 128), 128, 0, func(k *Kernel) {
 			k.Ptr(ptrOf(dwte)).Ptr(ptrOf(dout)).Ptr(ptrOf(tokens)).Int(B * T).Int(C)
 		})
 	}
 	if dwpe != nil {
-		be.launch("EncoderBackward", "encoder_backward_wpe", Blocks(int64(T*C), threads), threads, 0, func(k *Kernel) {
+		be.launch("EncoderBackward", "encoder_backward_wpe"+suffix, Blocks(int64(T*C), threads), threads, 0, func(k *Kernel) {
 			k.Ptr(ptrOf(dwpe)).Ptr(ptrOf(dout)).Int(B).Int(T).Int(C)
 		})
 	}
 }
 
 func (be *Backend) LayerNormForward(out, mean, rstd, inp, weight, bias backend.Buf, N, C int) {
-	be.launch("LayerNormForward", "layernorm_forward", Blocks(int64(N), rowWarps), rowWarps*WarpSize, 0, func(k *Kernel) {
+	x := out.DType()
+	if !be.sameFormat("LayerNormForward", x, inp, weight, bias) || !be.sameFormat("LayerNormForward", backend.F32, mean, rstd) {
+		return
+	}
+	be.launch("LayerNormForward", "layernorm_forward"+formatSuffix(x), Blocks(int64(N), rowWarps), rowWarps*WarpSize, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(out)).Ptr(ptrOf(mean)).Ptr(ptrOf(rstd)).Ptr(ptrOf(inp)).Ptr(ptrOf(weight)).Ptr(ptrOf(bias)).Int(N).Int(C)
 	})
 }
 
 func (be *Backend) ResidualLayerNormForward(residual, out, mean, rstd, a, b, weight, bias backend.Buf, N, C int) {
-	be.launch("ResidualLayerNormForward", "residual_layernorm_forward", Blocks(int64(N), rowWarps), rowWarps*WarpSize, 0, func(k *Kernel) {
+	x := out.DType()
+	if !be.sameFormat("ResidualLayerNormForward", x, residual, a, b, weight, bias) || !be.sameFormat("ResidualLayerNormForward", backend.F32, mean, rstd) {
+		return
+	}
+	be.launch("ResidualLayerNormForward", "residual_layernorm_forward"+formatSuffix(x), Blocks(int64(N), rowWarps), rowWarps*WarpSize, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(residual)).Ptr(ptrOf(out)).Ptr(ptrOf(mean)).Ptr(ptrOf(rstd)).Ptr(ptrOf(a)).Ptr(ptrOf(b)).
 			Ptr(ptrOf(weight)).Ptr(ptrOf(bias)).Int(N).Int(C)
 	})
 }
 
 func (be *Backend) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd backend.Buf, N, C int) {
+	x, g := dinp.DType(), dweight.DType()
+	if !be.sameFormat("LayerNormBackward", x, dout, inp, weight) || !be.sameFormat("LayerNormBackward", g, dbias) ||
+		!be.sameFormat("LayerNormBackward", backend.F32, mean, rstd) {
+		return
+	}
 	blocks := Blocks(int64(N), lnRows)
 	partial := be.ensure(&be.scratch.partial, &be.scratch.partN, int64(blocks)*2*int64(C), 4)
-	name := "layernorm_backward"
-	if C%4 == 0 && aligned16(dinp, dout, inp, weight) {
+	name := "layernorm_backward" + formatSuffix(x)
+	if x == backend.F32 && C%4 == 0 && aligned16(dinp, dout, inp, weight) {
 		name = "layernorm_backward4"
 	}
 	be.launch("LayerNormBackward", name, blocks, WarpSize, 2*C*4, func(k *Kernel) {
 		k.Ptr(ptrOf(dinp)).Ptr(partial).Ptr(ptrOf(dout)).Ptr(ptrOf(inp)).Ptr(ptrOf(weight)).Ptr(ptrOf(mean)).Ptr(ptrOf(rstd)).
 			Int(N).Int(C).Int(lnRows)
 	})
-	be.launch("LayerNormBackward", "layernorm_backward_reduce", Blocks(int64(C), WarpSize), 8*WarpSize, 0, func(k *Kernel) {
+	be.launch("LayerNormBackward", "layernorm_backward_reduce"+formatSuffix(g), Blocks(int64(C), WarpSize), 8*WarpSize, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(dweight)).Ptr(ptrOf(dbias)).Ptr(partial).Int(blocks).Int(C)
 	})
 }
@@ -128,7 +156,11 @@ func (be *Backend) MatmulForward(out, inp, weight, bias backend.Buf, N, C, OC in
 	if be.err != nil {
 		return
 	}
-	s := Gemm{TransA: true, M: OC, N: N, K: C, LDA: C, LDB: C, LDD: OC, Bias: bias != nil, TF32: be.opts.TF32}
+	x := out.DType()
+	if !be.sameFormat("MatmulForward", x, inp, weight, bias) {
+		return
+	}
+	s := Gemm{TransA: true, M: OC, N: N, K: C, LDA: C, LDB: C, LDD: OC, Bias: bias != nil, TF32: be.opts.TF32, AB: x, D: x}
 	be.fail(be.blas.Matmul(s, ptrOf(weight), ptrOf(inp), ptrOf(out), ptrOf(bias), false))
 	be.afterOp("MatmulForward")
 }
@@ -141,20 +173,25 @@ func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backen
 	if be.err != nil {
 		return
 	}
+	x, g := dout.DType(), dweight.DType()
+	if !be.sameFormat("MatmulBackward", x, dinp, inp, weight) || !be.sameFormat("MatmulBackward", g, dbias) {
+		return
+	}
 	if dinp != nil {
-		s := Gemm{M: C, N: N, K: OC, LDA: C, LDB: OC, LDD: C, TF32: be.opts.TF32}
+		s := Gemm{M: C, N: N, K: OC, LDA: C, LDB: OC, LDD: C, TF32: be.opts.TF32, AB: x, D: x}
 		be.fail(be.blas.Matmul(s, ptrOf(weight), ptrOf(dout), ptrOf(dinp), 0, false))
 	}
-	s := Gemm{TransB: true, M: C, N: OC, K: N, LDA: C, LDB: OC, LDD: C, TF32: be.opts.TF32}
+	// The weight gradient accumulates in its own format (fp32 by default) from 16-bit operands.
+	s := Gemm{TransB: true, M: C, N: OC, K: N, LDA: C, LDB: OC, LDD: C, TF32: be.opts.TF32, AB: x, D: g}
 	be.fail(be.blas.Matmul(s, ptrOf(inp), ptrOf(dout), ptrOf(dweight), 0, true))
 	be.afterOp("MatmulBackward")
 	if dbias != nil {
 		chunks := Blocks(int64(N), colRows)
 		partial := be.ensure(&be.scratch.partial, &be.scratch.partN, int64(chunks)*int64(OC), 4)
-		be.launch("MatmulBackward", "column_sum_partial", Blocks(int64(chunks)*int64(OC), threads), threads, 0, func(k *Kernel) {
+		be.launch("MatmulBackward", "column_sum_partial"+formatSuffix(x), Blocks(int64(chunks)*int64(OC), threads), threads, 0, func(k *Kernel) {
 			k.Ptr(partial).Ptr(ptrOf(dout)).Int(N).Int(OC).Int(colRows)
 		})
-		be.launch("MatmulBackward", "column_sum_reduce", Blocks(int64(OC), threads), threads, 0, func(k *Kernel) {
+		be.launch("MatmulBackward", "column_sum_reduce"+formatSuffix(g), Blocks(int64(OC), threads), threads, 0, func(k *Kernel) {
 			k.Ptr(ptrOf(dbias)).Ptr(partial).Int(chunks).Int(OC)
 		})
 	}
@@ -171,27 +208,37 @@ func (be *Backend) afterOp(op string) {
 
 func (be *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int) {
 	HS := C / NH
+	x := qkv.DType()
+	if !be.sameFormat("AttentionForward", x, out) || !be.sameFormat("AttentionForward", backend.F32, lse) {
+		return
+	}
+	sfx := formatSuffix(x)
 	if k, grid, ok := be.attentionTiles(B, T, NH, HS, qkv); ok {
 		name, block, shared := k.forward, attTile, 0
 		if be.useMM64(HS) {
 			name, block, shared = "attention_forward_mm64", 256, mm64FwdShared
 		}
-		be.launch("AttentionForward", name, grid, block, shared, func(k *Kernel) {
+		be.launch("AttentionForward", name+sfx, grid, block, shared, func(k *Kernel) {
 			k.Ptr(ptrOf(out)).Ptr(ptrOf(lse)).Ptr(ptrOf(qkv)).Int(B).Int(T).Int(C).Int(NH)
 		})
 		return
 	}
 	shared := (T + HS + WarpSize) * 4
-	be.launch("AttentionForward", "attention_forward", B*NH*T, attThreads, shared, func(k *Kernel) {
+	be.launch("AttentionForward", "attention_forward"+sfx, B*NH*T, attThreads, shared, func(k *Kernel) {
 		k.Ptr(ptrOf(out)).Ptr(ptrOf(lse)).Ptr(ptrOf(qkv)).Int(B).Int(T).Int(C).Int(NH)
 	})
 }
 
 func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T, C, NH int) {
 	HS := C / NH
+	x := qkv.DType()
+	if !be.sameFormat("AttentionBackward", x, dqkv, dout, out) || !be.sameFormat("AttentionBackward", backend.F32, lse) {
+		return
+	}
+	sfx := formatSuffix(x)
 	rows := int64(B * NH * T)
 	delta := be.ensure(&be.scratch.delta, &be.scratch.deltaN, rows, 4)
-	be.launch("AttentionBackward", "attention_backward_delta", Blocks(rows, threads), threads, 0, func(k *Kernel) {
+	be.launch("AttentionBackward", "attention_backward_delta"+sfx, Blocks(rows, threads), threads, 0, func(k *Kernel) {
 		k.Ptr(delta).Ptr(ptrOf(dout)).Ptr(ptrOf(out)).Int(B).Int(T).Int(C).Int(NH)
 	})
 	if k, grid, ok := be.attentionTiles(B, T, NH, HS, qkv, dout); ok {
@@ -199,54 +246,72 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T
 		if be.useMM64(HS) {
 			dq, dkv, block, dqShared, dkvShared = "attention_backward_dq_mm64", "attention_backward_dkv_mm64", 256, mm64DQShared, mm64DKVShared
 		}
-		be.launch("AttentionBackward", dq, grid, block, dqShared, func(k *Kernel) {
+		be.launch("AttentionBackward", dq+sfx, grid, block, dqShared, func(k *Kernel) {
 			k.Ptr(ptrOf(dqkv)).Ptr(ptrOf(dout)).Ptr(ptrOf(qkv)).Ptr(ptrOf(lse)).Ptr(delta).Int(B).Int(T).Int(C).Int(NH)
 		})
-		be.launch("AttentionBackward", dkv, grid, block, dkvShared, func(k *Kernel) {
+		be.launch("AttentionBackward", dkv+sfx, grid, block, dkvShared, func(k *Kernel) {
 			k.Ptr(ptrOf(dqkv)).Ptr(ptrOf(dout)).Ptr(ptrOf(qkv)).Ptr(ptrOf(lse)).Ptr(delta).Int(B).Int(T).Int(C).Int(NH)
 		})
 		return
 	}
-	be.launch("AttentionBackward", "attention_backward_dq", int(rows), attThreads, (T+2*HS)*4, func(k *Kernel) {
+	be.launch("AttentionBackward", "attention_backward_dq"+sfx, int(rows), attThreads, (T+2*HS)*4, func(k *Kernel) {
 		k.Ptr(ptrOf(dqkv)).Ptr(ptrOf(dout)).Ptr(ptrOf(qkv)).Ptr(ptrOf(lse)).Ptr(delta).Int(B).Int(T).Int(C).Int(NH)
 	})
-	be.launch("AttentionBackward", "attention_backward_dkv", int(rows), attThreads, (2*T+2*HS)*4, func(k *Kernel) {
+	be.launch("AttentionBackward", "attention_backward_dkv"+sfx, int(rows), attThreads, (2*T+2*HS)*4, func(k *Kernel) {
 		k.Ptr(ptrOf(dqkv)).Ptr(ptrOf(dout)).Ptr(ptrOf(qkv)).Ptr(ptrOf(lse)).Ptr(delta).Int(B).Int(T).Int(C).Int(NH)
 	})
 }
 
 func (be *Backend) GeluForward(out, inp backend.Buf, N int) {
-	be.launch("GeluForward", "gelu_forward", Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
+	if !be.sameFormat("GeluForward", out.DType(), inp) {
+		return
+	}
+	be.launch("GeluForward", "gelu_forward"+formatSuffix(out.DType()), Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(out)).Ptr(ptrOf(inp)).Long(int64(N))
 	})
 }
 
 func (be *Backend) GeluBackward(dinp, inp, dout backend.Buf, N int) {
-	be.launch("GeluBackward", "gelu_backward", Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
+	if !be.sameFormat("GeluBackward", dinp.DType(), inp, dout) {
+		return
+	}
+	be.launch("GeluBackward", "gelu_backward"+formatSuffix(dinp.DType()), Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(dinp)).Ptr(ptrOf(inp)).Ptr(ptrOf(dout)).Long(int64(N))
 	})
 }
 
 func (be *Backend) ResidualForward(out, a, b backend.Buf, N int) {
-	be.launch("ResidualForward", "residual_forward", Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
+	if !be.sameFormat("ResidualForward", out.DType(), a, b) {
+		return
+	}
+	be.launch("ResidualForward", "residual_forward"+formatSuffix(out.DType()), Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(out)).Ptr(ptrOf(a)).Ptr(ptrOf(b)).Long(int64(N))
 	})
 }
 
 func (be *Backend) ResidualBackward(da, db, dout backend.Buf, N int) {
-	be.launch("ResidualBackward", "residual_backward", Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
+	if !be.sameFormat("ResidualBackward", dout.DType(), da, db) {
+		return
+	}
+	be.launch("ResidualBackward", "residual_backward"+formatSuffix(dout.DType()), Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(da)).Ptr(ptrOf(db)).Ptr(ptrOf(dout)).Long(int64(N))
 	})
 }
 
 func (be *Backend) CrossEntropyForward(losses, lse, logits, targets backend.Buf, N, V, Vp int) {
-	be.launch("CrossEntropyForward", "crossentropy_forward", N, 512, 0, func(k *Kernel) {
+	if !be.sameFormat("CrossEntropyForward", backend.F32, losses, lse) {
+		return
+	}
+	be.launch("CrossEntropyForward", "crossentropy_forward"+formatSuffix(logits.DType()), N, 512, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(losses)).Ptr(ptrOf(lse)).Ptr(ptrOf(logits)).Ptr(ptrOf(targets)).Int(N).Int(V).Int(Vp)
 	})
 }
 
 func (be *Backend) CrossEntropyBackward(dlogits, logits, lse, targets backend.Buf, dloss float32, N, V, Vp int) {
-	be.launch("CrossEntropyBackward", "crossentropy_backward", Blocks(int64(N)*int64(Vp), threads), threads, 0, func(k *Kernel) {
+	if !be.sameFormat("CrossEntropyBackward", logits.DType(), dlogits) || !be.sameFormat("CrossEntropyBackward", backend.F32, lse) {
+		return
+	}
+	be.launch("CrossEntropyBackward", "crossentropy_backward"+formatSuffix(logits.DType()), Blocks(int64(N)*int64(Vp), threads), threads, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(dlogits)).Ptr(ptrOf(logits)).Ptr(ptrOf(lse)).Ptr(ptrOf(targets)).Float(dloss).Int(N).Int(V).Int(Vp)
 	})
 }
@@ -254,7 +319,10 @@ func (be *Backend) CrossEntropyBackward(dlogits, logits, lse, targets backend.Bu
 func (be *Backend) AdamW(params, grads, m, v backend.Buf, N int, h backend.AdamWParams) {
 	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
 	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))
-	be.launch("AdamW", "adamw", Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
+	if !be.sameFormat("AdamW", backend.F32, params, m, v) { // fp32 master weights and moments
+		return
+	}
+	be.launch("AdamW", "adamw"+formatSuffix(grads.DType()), Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(params)).Ptr(ptrOf(grads)).Ptr(ptrOf(m)).Ptr(ptrOf(v)).Long(int64(N)).
 			Float(h.GradScale).Float(h.LR * h.WeightDecay).Float(h.Beta1).Float(h.Beta2).
 			Float(float32(float64(h.LR) / bc1)).Float(float32(math.Sqrt(bc2))).Float(h.Eps)
@@ -266,7 +334,7 @@ func (be *Backend) AdamW(params, grads, m, v backend.Buf, N int, h backend.AdamW
 func (be *Backend) SumSquares(x backend.Buf, N int) float64 {
 	partial := be.scratch.sumsq
 	result := partial + 8*sumSquaresBlocks
-	be.launch("SumSquares", "sum_squares_partial", sumSquaresBlocks, threads, 0, func(k *Kernel) {
+	be.launch("SumSquares", "sum_squares_partial"+formatSuffix(x.DType()), sumSquaresBlocks, threads, 0, func(k *Kernel) {
 		k.Ptr(partial).Ptr(ptrOf(x)).Long(int64(N))
 	})
 	be.launch("SumSquares", "sum_squares_final", 1, 1, 0, func(k *Kernel) {

@@ -5,31 +5,18 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"regexp"
-	"slices"
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/backend/cpu"
 )
 
-// Every kernel a .cu file defines is looked up by the backend, and every name looked up exists.
+// Every kernel file has its list of kernel names. (TestEveryKernelCompiles checks each list against
+// the kernels the compiled file defines: the names come from macros, one per storage format.)
 func TestKernelNamesMatchSources(t *testing.T) {
-	re := regexp.MustCompile(`extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(`)
 	for _, f := range KernelFiles() {
-		src, err := KernelSource(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var defined []string
-		for _, m := range re.FindAllStringSubmatch(src, -1) {
-			defined = append(defined, m[1])
-		}
-		want := slices.Clone(kernelNames[f])
-		slices.Sort(defined)
-		slices.Sort(want)
-		if !slices.Equal(defined, want) {
-			t.Errorf("%s defines %v, backend looks up %v", f, defined, want)
+		if len(kernelNames[f]) == 0 {
+			t.Errorf("no kernel names for %s", f)
 		}
 	}
 	if len(kernelNames) != len(KernelFiles()) {

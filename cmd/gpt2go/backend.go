@@ -28,7 +28,7 @@ func (d *deviceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.device, "device", "auto", "compute device: auto (a GPU when one is usable, else the CPU), cpu, cuda or cuda:N")
 	fs.IntVar(&d.threads, "threads", 0, "CPU threads (0 = all cores)")
 	fs.BoolVar(&d.tf32, "tf32", true, "GPU matmuls on TF32 tensor cores (as PyTorch recommends for training); --tf32=false for exact fp32")
-	fs.StringVar(&d.precision, "precision", "", "fp32, tf32, bf16 or fp16: bf16/fp16 keep fp32 master weights and compute in 16 bits (emulated exactly on the CPU); default: tf32 on a GPU (fp32 with --tf32=false), fp32 on the CPU")
+	fs.StringVar(&d.precision, "precision", "", "fp32, tf32, bf16 or fp16: bf16/fp16 keep fp32 master weights and compute in 16 bits (emulated exactly on the CPU); default: bf16 on a GPU that has it (sm_80+), fp16 on older GPUs (fp32 with --tf32=false), fp32 on the CPU")
 	fs.BoolVar(&d.verbose, "verbose", false, "report device details such as the memory plan (bytes per category)")
 }
 
@@ -57,8 +57,8 @@ func (d *deviceFlags) open(stderr io.Writer) (backend.Backend, error) {
 	}
 	if d.precision == "" {
 		d.precision = "fp32"
-		if _, onGPU := be.(*cuda.Backend); onGPU && d.tf32 {
-			d.precision = "tf32"
+		if g, onGPU := be.(*cuda.Backend); onGPU && d.tf32 { // --tf32=false alone still asks for exact fp32
+			d.precision = g.DefaultDType().String()
 		}
 	}
 	return be, nil

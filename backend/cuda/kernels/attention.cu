@@ -4,7 +4,8 @@
 // Each block handles one (b, h, row) and keeps that row's T scores in dynamic shared memory
 // (T floats), plus HS floats for the row's own vector: the straightforward version, used for head
 // sizes the tiled kernels (attention_tiled.cu) do not take and for inputs that are not 16-byte
-// aligned. blockDim.x must be a multiple of 32 and at most 1024.
+// aligned. blockDim.x must be a multiple of 32 and at most 1024. qkv, out, dout and dqkv are in the
+// activations' format X, lse and delta fp32; shared memory and all the math are fp32.
 
 __device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) {
     int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP;
@@ -17,23 +18,25 @@ __device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) 
     return r;
 }
 
-__device__ __forceinline__ float dot(const float* a, const float* b, int n) {
+template <typename A, typename B>
+__device__ __forceinline__ float dot(const A* a, const B* b, int n) {
     float s = 0;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    for (int i = 0; i < n; i++) s += ld(a + i) * ld(b + i);
     return s;
 }
 
 // attention_forward: grid B*NH*T blocks, block (b, h, t) writes out[b,t,h*HS:(h+1)*HS] and lse[b,h,t].
-extern "C" __global__ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+template <typename X>
+__device__ __forceinline__ void attention_forward_t(X* out, float* lse, const X* qkv, int B, int T, int C, int NH) {
     extern __shared__ float sh[]; // scores (T), q (HS), reduction space (32)
     int HS = C / NH;
     int t = blockIdx.x % T, h = (blockIdx.x / T) % NH, b = blockIdx.x / (T * NH);
     float* scores = sh;
     float* q = sh + T;
     float* red = q + HS;
-    const float* base = qkv + (long)b * T * 3 * C;
+    const X* base = qkv + (long)b * T * 3 * C;
     float scale = rsqrtf((float)HS);
-    for (int d = threadIdx.x; d < HS; d += blockDim.x) q[d] = base[(long)t * 3 * C + h * HS + d];
+    for (int d = threadIdx.x; d < HS; d += blockDim.x) q[d] = ld(base + (long)t * 3 * C + h * HS + d);
     __syncthreads();
     float m = -INFINITY;
     for (int u = threadIdx.x; u <= t; u += blockDim.x) {
@@ -51,14 +54,15 @@ extern "C" __global__ void attention_forward(float* out, float* lse, const float
     l = block_reduce(l, false, red); // the barrier inside also publishes scores
     for (int d = threadIdx.x; d < HS; d += blockDim.x) {
         float acc = 0;
-        for (int u = 0; u <= t; u++) acc += scores[u] * base[(long)u * 3 * C + 2 * C + h * HS + d];
-        out[((long)b * T + t) * C + h * HS + d] = acc / l;
+        for (int u = 0; u <= t; u++) acc += scores[u] * ld(base + (long)u * 3 * C + 2 * C + h * HS + d);
+        st(out + ((long)b * T + t) * C + h * HS + d, acc / l);
     }
     if (threadIdx.x == 0) lse[((long)b * NH + h) * T + t] = m + logf(l);
 }
 
 // attention_backward_delta: delta(B,NH,T) = sum over the head's HS of dout * out. One thread per entry.
-extern "C" __global__ void attention_backward_delta(float* delta, const float* dout, const float* out, int B, int T, int C, int NH) {
+template <typename X>
+__device__ __forceinline__ void attention_backward_delta_t(float* delta, const X* dout, const X* out, int B, int T, int C, int NH) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= B * NH * T) return;
     int HS = C / NH;
@@ -69,20 +73,21 @@ extern "C" __global__ void attention_backward_delta(float* delta, const float* d
 
 // attention_backward_dq: block (b, h, t) writes dq[b,t,h] = scale * sum over u <= t of
 // ds[t,u] k[u], with p = exp(s - lse[t]), dp = dout[t].v[u], ds = p (dp - delta[t]).
-extern "C" __global__ void attention_backward_dq(float* dqkv, const float* dout, const float* qkv, const float* lse,
-                                                 const float* delta, int B, int T, int C, int NH) {
+template <typename X>
+__device__ __forceinline__ void attention_backward_dq_t(X* dqkv, const X* dout, const X* qkv, const float* lse,
+                                                        const float* delta, int B, int T, int C, int NH) {
     extern __shared__ float sh[]; // ds (T), q (HS), dout row (HS)
     int HS = C / NH;
     int t = blockIdx.x % T, h = (blockIdx.x / T) % NH, b = blockIdx.x / (T * NH);
     float* ds = sh;
     float* q = sh + T;
     float* dy = q + HS;
-    const float* base = qkv + (long)b * T * 3 * C;
+    const X* base = qkv + (long)b * T * 3 * C;
     float scale = rsqrtf((float)HS);
     long row = (long)b * NH * T + (long)h * T + t;
     for (int d = threadIdx.x; d < HS; d += blockDim.x) {
-        q[d] = base[(long)t * 3 * C + h * HS + d];
-        dy[d] = dout[((long)b * T + t) * C + h * HS + d];
+        q[d] = ld(base + (long)t * 3 * C + h * HS + d);
+        dy[d] = ld(dout + ((long)b * T + t) * C + h * HS + d);
     }
     __syncthreads();
     float L = lse[row], D = delta[row];
@@ -92,19 +97,20 @@ extern "C" __global__ void attention_backward_dq(float* dqkv, const float* dout,
         ds[u] = p * (dp - D);
     }
     __syncthreads();
-    float* dq = dqkv + (long)b * T * 3 * C + (long)t * 3 * C + h * HS;
+    X* dq = dqkv + (long)b * T * 3 * C + (long)t * 3 * C + h * HS;
     for (int d = threadIdx.x; d < HS; d += blockDim.x) {
         float acc = 0;
-        for (int u = 0; u <= t; u++) acc += ds[u] * base[(long)u * 3 * C + C + h * HS + d];
-        dq[d] = acc * scale;
+        for (int u = 0; u <= t; u++) acc += ds[u] * ld(base + (long)u * 3 * C + C + h * HS + d);
+        st(dq + d, acc * scale);
     }
 }
 
 // attention_backward_dkv: block (b, h, u) writes, summing over the queries t >= u that see key u,
 // dk[u] = scale * sum ds[t,u] q[t] and dv[u] = sum p[t,u] dout[t]. Each key has its own block,
 // so no two blocks write the same element: no atomics, the same result every run.
-extern "C" __global__ void attention_backward_dkv(float* dqkv, const float* dout, const float* qkv, const float* lse,
-                                                  const float* delta, int B, int T, int C, int NH) {
+template <typename X>
+__device__ __forceinline__ void attention_backward_dkv_t(X* dqkv, const X* dout, const X* qkv, const float* lse,
+                                                         const float* delta, int B, int T, int C, int NH) {
     extern __shared__ float sh[]; // p (T), ds (T), k (HS), v (HS)
     int HS = C / NH;
     int u = blockIdx.x % T, h = (blockIdx.x / T) % NH, b = blockIdx.x / (T * NH);
@@ -112,11 +118,11 @@ extern "C" __global__ void attention_backward_dkv(float* dqkv, const float* dout
     float* ds = sh + T;
     float* k = ds + T;
     float* v = k + HS;
-    const float* base = qkv + (long)b * T * 3 * C;
+    const X* base = qkv + (long)b * T * 3 * C;
     float scale = rsqrtf((float)HS);
     for (int d = threadIdx.x; d < HS; d += blockDim.x) {
-        k[d] = base[(long)u * 3 * C + C + h * HS + d];
-        v[d] = base[(long)u * 3 * C + 2 * C + h * HS + d];
+        k[d] = ld(base + (long)u * 3 * C + C + h * HS + d);
+        v[d] = ld(base + (long)u * 3 * C + 2 * C + h * HS + d);
     }
     __syncthreads();
     long rows = (long)b * NH * T + (long)h * T;
@@ -127,15 +133,33 @@ extern "C" __global__ void attention_backward_dkv(float* dqkv, const float* dout
         ds[t] = pt * (dp - delta[rows + t]);
     }
     __syncthreads();
-    float* dk = dqkv + (long)b * T * 3 * C + (long)u * 3 * C + C + h * HS;
-    float* dv = dk + C;
+    X* dk = dqkv + (long)b * T * 3 * C + (long)u * 3 * C + C + h * HS;
+    X* dv = dk + C;
     for (int d = threadIdx.x; d < HS; d += blockDim.x) {
         float ak = 0, av = 0;
         for (int t = u; t < T; t++) {
-            ak += ds[t] * base[(long)t * 3 * C + h * HS + d];
-            av += p[t] * dout[((long)b * T + t) * C + h * HS + d];
+            ak += ds[t] * ld(base + (long)t * 3 * C + h * HS + d);
+            av += p[t] * ld(dout + ((long)b * T + t) * C + h * HS + d);
         }
-        dk[d] = ak * scale;
-        dv[d] = av;
+        st(dk + d, ak * scale);
+        st(dv + d, av);
     }
 }
+
+#define ATTENTION_KERNELS(X, S)                                                                                      \
+    extern "C" __global__ void attention_forward##S(X* out, float* lse, const X* qkv, int B, int T, int C, int NH) {  \
+        attention_forward_t(out, lse, qkv, B, T, C, NH);                                                             \
+    }                                                                                                                \
+    extern "C" __global__ void attention_backward_delta##S(float* delta, const X* dout, const X* out, int B, int T,    \
+                                                           int C, int NH) {                                         \
+        attention_backward_delta_t(delta, dout, out, B, T, C, NH);                                                   \
+    }                                                                                                                \
+    extern "C" __global__ void attention_backward_dq##S(X* dqkv, const X* dout, const X* qkv, const float* lse,       \
+                                                        const float* delta, int B, int T, int C, int NH) {          \
+        attention_backward_dq_t(dqkv, dout, qkv, lse, delta, B, T, C, NH);                                           \
+    }                                                                                                                \
+    extern "C" __global__ void attention_backward_dkv##S(X* dqkv, const X* dout, const X* qkv, const float* lse,      \
+                                                         const float* delta, int B, int T, int C, int NH) {         \
+        attention_backward_dkv_t(dqkv, dout, qkv, lse, delta, B, T, C, NH);                                          \
+    }
+X_VARIANTS(ATTENTION_KERNELS)

@@ -2,12 +2,14 @@
 // qkv(B,Tnew,3C) holds q, k, v of the Tnew new positions pos..pos+Tnew-1 of each sequence, each
 // NH heads of HS = C/NH; kcache and vcache are (B,NH,maxT,HS), so one head's keys (and values) are
 // contiguous rows. Two launches: the first appends the new keys and values to the caches, the
-// second attends, so every block sees all keys up to its own position.
+// second attends, so every block sees all keys up to its own position. qkv, the caches and out are
+// in one format X (the model's activations); the math is fp32.
 
 // attention_cache_append: kcache[b,h,pos+t,:] = k[b,t,h,:] and vcache likewise. One thread per
 // element of (B,Tnew,C).
-extern "C" __global__ void attention_cache_append(float* kcache, float* vcache, const float* qkv,
-                                                  int B, int Tnew, int pos, int maxT, int C, int NH) {
+template <typename X>
+__device__ __forceinline__ void attention_cache_append_t(X* kcache, X* vcache, const X* qkv, int B, int Tnew, int pos,
+                                                         int maxT, int C, int NH) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long)B * Tnew * C) return;
     int HS = C / NH;
@@ -23,24 +25,25 @@ extern "C" __global__ void attention_cache_append(float* kcache, float* vcache, 
 // over the cached keys u <= pos+t of q.k[u]/sqrt(HS), applied to the values. Lane j takes keys
 // j, j+32, ...; the maximum and the sum are warp reductions in a fixed order, so the result is the
 // same every run. Dynamic shared memory: the scores (pos+Tnew floats) and q (HS floats).
-extern "C" __global__ void attention_forward_cached(float* out, const float* kcache, const float* vcache, const float* qkv,
-                                                    int B, int Tnew, int pos, int maxT, int C, int NH) {
+template <typename X>
+__device__ __forceinline__ void attention_forward_cached_t(X* out, const X* kcache, const X* vcache, const X* qkv, int B,
+                                                           int Tnew, int pos, int maxT, int C, int NH) {
     extern __shared__ float sh[];
     int HS = C / NH;
     int t = blockIdx.x % Tnew, h = (blockIdx.x / Tnew) % NH, b = blockIdx.x / (Tnew * NH);
     int n = pos + t + 1; // keys this query sees
     float* scores = sh;
     float* q = sh + pos + Tnew;
-    const float* keys = kcache + ((long)b * NH + h) * maxT * HS;
-    const float* values = vcache + ((long)b * NH + h) * maxT * HS;
+    const X* keys = kcache + ((long)b * NH + h) * maxT * HS;
+    const X* values = vcache + ((long)b * NH + h) * maxT * HS;
     float scale = rsqrtf((float)HS);
-    for (int d = threadIdx.x; d < HS; d += WARP) q[d] = qkv[((long)b * Tnew + t) * 3 * C + h * HS + d];
+    for (int d = threadIdx.x; d < HS; d += WARP) q[d] = ld(qkv + ((long)b * Tnew + t) * 3 * C + h * HS + d);
     __syncwarp();
     float m = -INFINITY;
     for (int u = threadIdx.x; u < n; u += WARP) {
-        const float* k = keys + (long)u * HS;
+        const X* k = keys + (long)u * HS;
         float s = 0;
-        for (int d = 0; d < HS; d++) s += q[d] * k[d];
+        for (int d = 0; d < HS; d++) s += q[d] * ld(k + d);
         s *= scale;
         scores[u] = s;
         m = fmaxf(m, s);
@@ -56,7 +59,18 @@ extern "C" __global__ void attention_forward_cached(float* out, const float* kca
     __syncwarp(); // every lane's probabilities are in shared memory
     for (int d = threadIdx.x; d < HS; d += WARP) {
         float acc = 0;
-        for (int u = 0; u < n; u++) acc += scores[u] * values[(long)u * HS + d];
-        out[((long)b * Tnew + t) * C + h * HS + d] = acc / l;
+        for (int u = 0; u < n; u++) acc += scores[u] * ld(values + (long)u * HS + d);
+        st(out + ((long)b * Tnew + t) * C + h * HS + d, acc / l);
     }
 }
+
+#define ATTENTION_CACHED_KERNELS(X, S)                                                                               \
+    extern "C" __global__ void attention_cache_append##S(X* kcache, X* vcache, const X* qkv, int B, int Tnew, int pos, \
+                                                         int maxT, int C, int NH) {                                 \
+        attention_cache_append_t(kcache, vcache, qkv, B, Tnew, pos, maxT, C, NH);                                    \
+    }                                                                                                                \
+    extern "C" __global__ void attention_forward_cached##S(X* out, const X* kcache, const X* vcache, const X* qkv,    \
+                                                           int B, int Tnew, int pos, int maxT, int C, int NH) {     \
+        attention_forward_cached_t(out, kcache, vcache, qkv, B, Tnew, pos, maxT, C, NH);                             \
+    }
+X_VARIANTS(ATTENTION_CACHED_KERNELS)

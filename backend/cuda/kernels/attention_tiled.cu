@@ -15,6 +15,10 @@
 // time so that many dot products are in flight. At head size 64 on GPUs with enough shared memory
 // the kernels at the end of this file (tile products) run instead. Every output element is
 // written by one thread and summed in a fixed order: no atomics, the same bits every run.
+//
+// qkv, out, dout and dqkv are in the activations' format X (float, bf16 or fp16): tiles are widened
+// to fp32 as they are copied into shared memory, every product and sum is fp32, and each output
+// element is rounded to X once as it is stored. lse and delta are fp32.
 
 #define ATT_TILE 64
 #define ATT_CHUNK 16
@@ -30,7 +34,8 @@ __device__ __forceinline__ int att_col(int d) { return d + (d >= HS / 2 ? 4 : 0)
 // zeros. att_loaded waits for the copies; a __syncthreads must follow before other threads read
 // them. On sm_80 and later the copies are cp.async, 16 bytes
 // each, global to shared without passing through registers, all in flight at once (the source
-// must be 16-byte aligned: the backend checks); before sm_80, plain loads.
+// must be 16-byte aligned: the backend checks); before sm_80, plain loads. 16-bit sources take
+// plain loads that widen each element (the overload below).
 template <int HS, bool SPLIT = true>
 __device__ __forceinline__ void att_load(float* sh, const float* src, long rowStride, int r0, int T) {
 #if __CUDA_ARCH__ >= 800
@@ -49,6 +54,14 @@ __device__ __forceinline__ void att_load(float* sh, const float* src, long rowSt
         sh[r * (HS + 4) + (SPLIT ? att_col<HS>(d) : d)] = r0 + r < T ? src[(long)(r0 + r) * rowStride + d] : 0.0f;
     }
 #endif
+}
+
+template <int HS, bool SPLIT = true, typename X>
+__device__ __forceinline__ void att_load(float* sh, const X* src, long rowStride, int r0, int T) {
+    for (int i = threadIdx.x; i < ATT_TILE * HS; i += blockDim.x) {
+        int r = i / HS, d = i % HS;
+        sh[r * (HS + 4) + (SPLIT ? att_col<HS>(d) : d)] = r0 + r < T ? ld(src + (long)(r0 + r) * rowStride + d) : 0.0f;
+    }
 }
 
 __device__ __forceinline__ void att_loaded() {
@@ -84,8 +97,8 @@ __device__ __forceinline__ int att_chunks(int s0, int r0, int T, int ch) {
 
 // att_forward: thread pair p (lanes 0 and 1, each half of HS) takes query rows p and p+32 of the
 // tile, so each key and value read from shared memory serves two rows. 64 threads.
-template <int HS>
-__device__ __forceinline__ void att_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+template <int HS, typename X>
+__device__ __forceinline__ void att_forward(X* out, float* lse, const X* qkv, int B, int T, int C, int NH) {
     constexpr int RS = HS + 4, HD = HS / 2, NV = HD / 4, R = 2;
     __shared__ __align__(16) float Ks[ATT_TILE * RS];
     __shared__ __align__(16) float Vs[ATT_TILE * RS];
@@ -94,7 +107,7 @@ __device__ __forceinline__ void att_forward(float* out, float* lse, const float*
     int pr = threadIdx.x >> 1, lane = threadIdx.x & 1, off = lane * (HD + 4);
     int rows[R] = {pr, pr + ATT_TILE / 2}, tc[R];
     long rs = 3L * C;
-    const float* base = qkv + (long)b * T * rs + h * HS;
+    const X* base = qkv + (long)b * T * rs + h * HS;
     float scale = rsqrtf((float)HS);
 
     att_load<HS>(Ks, base, rs, qt * ATT_TILE, T); // this tile's queries, read back into registers
@@ -175,13 +188,13 @@ __device__ __forceinline__ void att_forward(float* out, float* lse, const float*
     for (int r = 0; r < R; r++) {
         int t = qt * ATT_TILE + rows[r];
         if (t < T) {
-            float* dst = out + ((long)b * T + t) * C + h * HS + lane * HD;
+            X* dst = out + ((long)b * T + t) * C + h * HS + lane * HD;
 #pragma unroll
             for (int i = 0; i < NV; i++) {
-                dst[4 * i] = o[r][i].x / l[r];
-                dst[4 * i + 1] = o[r][i].y / l[r];
-                dst[4 * i + 2] = o[r][i].z / l[r];
-                dst[4 * i + 3] = o[r][i].w / l[r];
+                st(dst + 4 * i, o[r][i].x / l[r]);
+                st(dst + 4 * i + 1, o[r][i].y / l[r]);
+                st(dst + 4 * i + 2, o[r][i].z / l[r]);
+                st(dst + 4 * i + 3, o[r][i].w / l[r]);
             }
             if (lane == 0) lse[(long)bh * T + t] = m[r] + logf(l[r]);
         }
@@ -189,21 +202,21 @@ __device__ __forceinline__ void att_forward(float* out, float* lse, const float*
 }
 
 // att_store_half writes one lane's half of a row: v[i] times scale at dst[4i..4i+3].
-template <int NV>
-__device__ __forceinline__ void att_store_half(float* dst, const float4* v, float scale) {
+template <int NV, typename X>
+__device__ __forceinline__ void att_store_half(X* dst, const float4* v, float scale) {
 #pragma unroll
     for (int i = 0; i < NV; i++) {
-        dst[4 * i] = v[i].x * scale;
-        dst[4 * i + 1] = v[i].y * scale;
-        dst[4 * i + 2] = v[i].z * scale;
-        dst[4 * i + 3] = v[i].w * scale;
+        st(dst + 4 * i, v[i].x * scale);
+        st(dst + 4 * i + 1, v[i].y * scale);
+        st(dst + 4 * i + 2, v[i].z * scale);
+        st(dst + 4 * i + 3, v[i].w * scale);
     }
 }
 
 // att_backward_dq: dq[t] = scale * sum over u <= t of ds[t,u] k[u], with p = exp(s - lse[t]),
 // dp = dout[t].v[u], ds = p (dp - delta[t]). Block: 64 query rows, two lanes a row (128 threads).
-template <int HS, int CH>
-__device__ __forceinline__ void att_backward_dq(float* dqkv, const float* dout, const float* qkv, const float* lse,
+template <int HS, int CH, typename X>
+__device__ __forceinline__ void att_backward_dq(X* dqkv, const X* dout, const X* qkv, const float* lse,
                                                 const float* delta, int B, int T, int C, int NH) {
     constexpr int RS = HS + 4, HD = HS / 2, NV = HD / 4;
     __shared__ __align__(16) float Ks[ATT_TILE * RS];
@@ -213,8 +226,8 @@ __device__ __forceinline__ void att_backward_dq(float* dqkv, const float* dout, 
     int r = threadIdx.x >> 1, lane = threadIdx.x & 1, off = lane * (HD + 4);
     int t = qt * ATT_TILE + r, tc = min(t, T - 1);
     long rs = 3L * C;
-    const float* base = qkv + (long)b * T * rs + h * HS;
-    const float* dob = dout + (long)b * T * C + h * HS;
+    const X* base = qkv + (long)b * T * rs + h * HS;
+    const X* dob = dout + (long)b * T * C + h * HS;
     float scale = rsqrtf((float)HS);
 
     att_load<HS>(Ks, base, rs, qt * ATT_TILE, T);
@@ -276,8 +289,8 @@ __device__ __forceinline__ void att_backward_dq(float* dqkv, const float* dout, 
 // att_backward_dkv: for key u, summing over the queries t >= u, dk[u] = scale * sum ds[t,u] q[t]
 // and dv[u] = sum p[t,u] dout[t]. Block: 64 key rows, two lanes a row (128 threads), walking the
 // query tiles from the diagonal to the end.
-template <int HS>
-__device__ __forceinline__ void att_backward_dkv(float* dqkv, const float* dout, const float* qkv, const float* lse,
+template <int HS, typename X>
+__device__ __forceinline__ void att_backward_dkv(X* dqkv, const X* dout, const X* qkv, const float* lse,
                                                  const float* delta, int B, int T, int C, int NH) {
     constexpr int RS = HS + 4, HD = HS / 2, NV = HD / 4;
     __shared__ __align__(16) float Qs[ATT_TILE * RS];
@@ -288,8 +301,8 @@ __device__ __forceinline__ void att_backward_dkv(float* dqkv, const float* dout,
     int r = threadIdx.x >> 1, lane = threadIdx.x & 1, off = lane * (HD + 4);
     int u = kt * ATT_TILE + r;
     long rs = 3L * C;
-    const float* base = qkv + (long)b * T * rs + h * HS;
-    const float* dob = dout + (long)b * T * C + h * HS;
+    const X* base = qkv + (long)b * T * rs + h * HS;
+    const X* dob = dout + (long)b * T * C + h * HS;
     float scale = rsqrtf((float)HS);
 
     att_load<HS>(Qs, base + C, rs, kt * ATT_TILE, T); // this tile's keys and values
@@ -354,28 +367,29 @@ __device__ __forceinline__ void att_backward_dkv(float* dqkv, const float* dout,
         }
     }
     if (u < T) {
-        float* dst = dqkv + ((long)b * T + u) * rs + h * HS + lane * HD;
+        X* dst = dqkv + ((long)b * T + u) * rs + h * HS + lane * HD;
         att_store_half<NV>(dst + C, dk, scale);
         att_store_half<NV>(dst + 2 * C, dv, 1.0f);
     }
 }
 
-// The entry points, one per head size. Launch: grid tiles * B * NH, blocks of 64 (forward) or 128.
-extern "C" __global__ void __launch_bounds__(64) attention_forward_hs16(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) { att_forward<16>(out, lse, qkv, B, T, C, NH); }
-extern "C" __global__ void __launch_bounds__(64) attention_forward_hs32(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) { att_forward<32>(out, lse, qkv, B, T, C, NH); }
-extern "C" __global__ void __launch_bounds__(64) attention_forward_hs48(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) { att_forward<48>(out, lse, qkv, B, T, C, NH); }
-extern "C" __global__ void __launch_bounds__(64) attention_forward_hs64(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) { att_forward<64>(out, lse, qkv, B, T, C, NH); }
-
-#define ATT_BWD_ARGS float *dqkv, const float *dout, const float *qkv, const float *lse, const float *delta, int B, int T, int C, int NH
+// The entry points, one per head size and storage format. Launch: grid tiles * B * NH, blocks of
+// 64 (forward) or 128.
+#define ATT_BWD_ARGS(X) X *dqkv, const X *dout, const X *qkv, const float *lse, const float *delta, int B, int T, int C, int NH
 #define ATT_BWD_CALL dqkv, dout, qkv, lse, delta, B, T, C, NH
-extern "C" __global__ void __launch_bounds__(128) attention_backward_dq_hs16(ATT_BWD_ARGS) { att_backward_dq<16, ATT_DQ_CHUNK>(ATT_BWD_CALL); }
-extern "C" __global__ void __launch_bounds__(128) attention_backward_dq_hs32(ATT_BWD_ARGS) { att_backward_dq<32, ATT_DQ_CHUNK>(ATT_BWD_CALL); }
-extern "C" __global__ void __launch_bounds__(128) attention_backward_dq_hs48(ATT_BWD_ARGS) { att_backward_dq<48, ATT_DQ_CHUNK>(ATT_BWD_CALL); }
-extern "C" __global__ void __launch_bounds__(128) attention_backward_dq_hs64(ATT_BWD_ARGS) { att_backward_dq<64, ATT_DQ_CHUNK>(ATT_BWD_CALL); }
-extern "C" __global__ void __launch_bounds__(128) attention_backward_dkv_hs16(ATT_BWD_ARGS) { att_backward_dkv<16>(ATT_BWD_CALL); }
-extern "C" __global__ void __launch_bounds__(128) attention_backward_dkv_hs32(ATT_BWD_ARGS) { att_backward_dkv<32>(ATT_BWD_CALL); }
-extern "C" __global__ void __launch_bounds__(128) attention_backward_dkv_hs48(ATT_BWD_ARGS) { att_backward_dkv<48>(ATT_BWD_CALL); }
-extern "C" __global__ void __launch_bounds__(128) attention_backward_dkv_hs64(ATT_BWD_ARGS) { att_backward_dkv<64>(ATT_BWD_CALL); }
+#define ATT_TILED_HS(X, S, HSV)                                                                                      \
+    extern "C" __global__ void __launch_bounds__(64) attention_forward_hs##HSV##S(X* out, float* lse, const X* qkv,   \
+                                                                                  int B, int T, int C, int NH) {    \
+        att_forward<HSV>(out, lse, qkv, B, T, C, NH);                                                                \
+    }                                                                                                                \
+    extern "C" __global__ void __launch_bounds__(128) attention_backward_dq_hs##HSV##S(ATT_BWD_ARGS(X)) {             \
+        att_backward_dq<HSV, ATT_DQ_CHUNK>(ATT_BWD_CALL);                                                            \
+    }                                                                                                                \
+    extern "C" __global__ void __launch_bounds__(128) attention_backward_dkv_hs##HSV##S(ATT_BWD_ARGS(X)) {            \
+        att_backward_dkv<HSV>(ATT_BWD_CALL);                                                                         \
+    }
+#define ATT_TILED(X, S) ATT_TILED_HS(X, S, 16) ATT_TILED_HS(X, S, 32) ATT_TILED_HS(X, S, 48) ATT_TILED_HS(X, S, 64)
+X_VARIANTS(ATT_TILED)
 
 // ---- Backward for HS = 64 as small matrix products ---------------------------------------------
 // The two-lane kernels above keep three or four HS vectors per row in registers and read every
@@ -425,23 +439,25 @@ __device__ __forceinline__ void mm_cols(float4 acc[4], const float* P, const flo
 
 // att_store_rows writes rows r0+ty*4+i (those below T) of one head's 64 columns at column offset
 // col of rows rowStride apart: acc[i] times scale at columns tx*4..tx*4+3.
-__device__ __forceinline__ void att_store_rows(float* dst, const float4* acc, float scale, long rowStride, int r0, int T,
+template <typename X>
+__device__ __forceinline__ void att_store_rows(X* dst, const float4* acc, float scale, long rowStride, int r0, int T,
                                                int ty, int tx) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         int r = r0 + ty * 4 + i;
         if (r < T) {
-            float* p = dst + (long)r * rowStride + tx * 4;
-            p[0] = acc[i].x * scale;
-            p[1] = acc[i].y * scale;
-            p[2] = acc[i].z * scale;
-            p[3] = acc[i].w * scale;
+            X* p = dst + (long)r * rowStride + tx * 4;
+            st(p, acc[i].x * scale);
+            st(p + 1, acc[i].y * scale);
+            st(p + 2, acc[i].z * scale);
+            st(p + 3, acc[i].w * scale);
         }
     }
 }
 
 // attention_backward_dq_mm64: dq of a 64-query tile, over the key tiles up to the diagonal.
-extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_mm64(ATT_BWD_ARGS) {
+template <typename X>
+__device__ __forceinline__ void att_backward_dq_mm64(ATT_BWD_ARGS(X)) {
     constexpr int HS = 64, RS = HS + 4;
     extern __shared__ __align__(16) float sm[];
     float *Qs = sm, *Os = Qs + ATT_TILE * RS, *Ks = Os + ATT_TILE * RS, *Vs = Ks + ATT_TILE * RS;
@@ -450,8 +466,8 @@ extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_mm64(ATT
     int qt = tiles - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
     long rs = 3L * C;
-    const float* base = qkv + (long)b * T * rs + h * HS;
-    const float* dob = dout + (long)b * T * C + h * HS;
+    const X* base = qkv + (long)b * T * rs + h * HS;
+    const X* dob = dout + (long)b * T * C + h * HS;
     float scale = rsqrtf((float)HS);
     att_load<HS, false>(Qs, base, rs, qt * ATT_TILE, T);
     att_load<HS, false>(Os, dob, C, qt * ATT_TILE, T);
@@ -490,7 +506,8 @@ extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_mm64(ATT
 }
 
 // attention_backward_dkv_mm64: dk and dv of a 64-key tile, over the query tiles from the diagonal.
-extern "C" __global__ void __launch_bounds__(256) attention_backward_dkv_mm64(ATT_BWD_ARGS) {
+template <typename X>
+__device__ __forceinline__ void att_backward_dkv_mm64(ATT_BWD_ARGS(X)) {
     constexpr int HS = 64, RS = HS + 4;
     extern __shared__ __align__(16) float sm[];
     float *Ks = sm, *Vs = Ks + ATT_TILE * RS, *Qs = Vs + ATT_TILE * RS, *Os = Qs + ATT_TILE * RS;
@@ -500,8 +517,8 @@ extern "C" __global__ void __launch_bounds__(256) attention_backward_dkv_mm64(AT
     int kt = blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
     long rs = 3L * C;
-    const float* base = qkv + (long)b * T * rs + h * HS;
-    const float* dob = dout + (long)b * T * C + h * HS;
+    const X* base = qkv + (long)b * T * rs + h * HS;
+    const X* dob = dout + (long)b * T * C + h * HS;
     float scale = rsqrtf((float)HS);
     att_load<HS, false>(Ks, base + C, rs, kt * ATT_TILE, T);
     att_load<HS, false>(Vs, base + 2 * C, rs, kt * ATT_TILE, T);
@@ -536,7 +553,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_backward_dkv_mm64(AT
         mm_cols<HS>(dv, Ps, Os, ty, tx);
         mm_cols<HS>(dk, Ss, Qs, ty, tx);
     }
-    float* dst = dqkv + (long)b * T * rs + h * HS;
+    X* dst = dqkv + (long)b * T * rs + h * HS;
     att_store_rows(dst + C, dk, scale, rs, kt * ATT_TILE, T, ty, tx);
     att_store_rows(dst + 2 * C, dv, 1.0f, rs, kt * ATT_TILE, T, ty, tx);
 }
@@ -546,7 +563,8 @@ extern "C" __global__ void __launch_bounds__(256) attention_backward_dkv_mm64(AT
 // max and sum by shuffles. p goes to shared memory as [key][query], and out += p v runs as 4 rows
 // (ty*4+i) by 4 columns per thread; since those rows belong to other threads' softmax, each row's
 // rescale factor and final sum pass through shared memory too. Dynamic shared memory: 70,144 bytes.
-extern "C" __global__ void __launch_bounds__(256) attention_forward_mm64(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+template <typename X>
+__device__ __forceinline__ void att_forward_mm64(X* out, float* lse, const X* qkv, int B, int T, int C, int NH) {
     constexpr int HS = 64, RS = HS + 4;
     extern __shared__ __align__(16) float sm[];
     float *Qs = sm, *Ks = Qs + ATT_TILE * RS, *Vs = Ks + ATT_TILE * RS, *Ps = Vs + ATT_TILE * RS;
@@ -555,7 +573,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_forward_mm64(float* 
     int qt = tiles - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
     long rs = 3L * C;
-    const float* base = qkv + (long)b * T * rs + h * HS;
+    const X* base = qkv + (long)b * T * rs + h * HS;
     float scale = rsqrtf((float)HS);
     att_load<HS, false>(Qs, base, rs, qt * ATT_TILE, T);
     float m[4], l[4];
@@ -618,17 +636,30 @@ extern "C" __global__ void __launch_bounds__(256) attention_forward_mm64(float* 
         }
     }
     __syncthreads();
-    float* dst = out + (long)b * T * C + h * HS;
+    X* dst = out + (long)b * T * C + h * HS;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         int t = qt * ATT_TILE + ty * 4 + i;
         if (t < T) {
             float L = Ls[ty * 4 + i];
-            float* p = dst + (long)t * C + tx * 4;
-            p[0] = o[i].x / L;
-            p[1] = o[i].y / L;
-            p[2] = o[i].z / L;
-            p[3] = o[i].w / L;
+            X* p = dst + (long)t * C + tx * 4;
+            st(p, o[i].x / L);
+            st(p + 1, o[i].y / L);
+            st(p + 2, o[i].z / L);
+            st(p + 3, o[i].w / L);
         }
     }
 }
+
+#define ATT_MM64(X, S)                                                                                               \
+    extern "C" __global__ void __launch_bounds__(256) attention_forward_mm64##S(X* out, float* lse, const X* qkv,     \
+                                                                                int B, int T, int C, int NH) {      \
+        att_forward_mm64(out, lse, qkv, B, T, C, NH);                                                                \
+    }                                                                                                                \
+    extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_mm64##S(ATT_BWD_ARGS(X)) {                \
+        att_backward_dq_mm64(ATT_BWD_CALL);                                                                          \
+    }                                                                                                                \
+    extern "C" __global__ void __launch_bounds__(256) attention_backward_dkv_mm64##S(ATT_BWD_ARGS(X)) {               \
+        att_backward_dkv_mm64(ATT_BWD_CALL);                                                                         \
+    }
+X_VARIANTS(ATT_MM64)

@@ -1,48 +1,54 @@
 #define GELU_SCALE 0.7978845608028654f // sqrt(2/pi)
 
 // gelu_forward: out(N) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) of inp(N).
-extern "C" __global__ void gelu_forward(float* out, const float* inp, long N) {
+template <typename X>
+__device__ __forceinline__ void gelu_forward_t(X* out, const X* inp, long N) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
-    float x = inp[i];
-    out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+    float x = ld(inp + i);
+    st(out + i, 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x))));
 }
 
 // gelu_backward: dinp(N) = gelu'(inp) * dout (overwritten).
-extern "C" __global__ void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
+template <typename X>
+__device__ __forceinline__ void gelu_backward_t(X* dinp, const X* inp, const X* dout, long N) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
-    float x = inp[i];
+    float x = ld(inp + i);
     float u = GELU_SCALE * (x + 0.044715f * x * x * x);
     float t = tanhf(u);
     float sech2 = 1.0f - t * t;
     float grad = 0.5f * (1.0f + t) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-    dinp[i] = grad * dout[i];
+    st(dinp + i, grad * ld(dout + i));
 }
 
 // residual_forward: out(N) = a(N) + b(N).
-extern "C" __global__ void residual_forward(float* out, const float* a, const float* b, long N) {
+template <typename X>
+__device__ __forceinline__ void residual_forward_t(X* out, const X* a, const X* b, long N) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) out[i] = a[i] + b[i];
+    if (i < N) st(out + i, ld(a + i) + ld(b + i));
 }
 
 // residual_backward: da(N) += dout(N), db(N) += dout(N).
-extern "C" __global__ void residual_backward(float* da, float* db, const float* dout, long N) {
+template <typename X>
+__device__ __forceinline__ void residual_backward_t(X* da, X* db, const X* dout, long N) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
-    da[i] += dout[i];
-    db[i] += dout[i];
+    float d = ld(dout + i);
+    st(da + i, ld(da + i) + d);
+    st(db + i, ld(db + i) + d);
 }
 
-// adamw: one torch.optim.AdamW step on params(N) from grads(N) with moments m(N), v(N):
+// adamw: one torch.optim.AdamW step on the fp32 params(N) from grads(N) (fp32 or 16-bit) with
+// fp32 moments m(N), v(N):
 // g = grads*grad_scale; p *= 1 - lr*weight_decay; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= step_size * m / (sqrt(v)/bc2_sqrt + eps) with step_size = lr/(1-b1^t), bc2_sqrt = sqrt(1-b2^t).
-extern "C" __global__ void adamw(float* params, const float* grads, float* m, float* v, long N,
-                                 float grad_scale, float decay, float beta1, float beta2,
-                                 float step_size, float bc2_sqrt, float eps) {
+template <typename G>
+__device__ __forceinline__ void adamw_t(float* params, const G* grads, float* m, float* v, long N, float grad_scale,
+                                        float decay, float beta1, float beta2, float step_size, float bc2_sqrt, float eps) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
-    float g = grads[i] * grad_scale;
+    float g = ld(grads + i) * grad_scale;
     float mi = beta1 * m[i] + (1.0f - beta1) * g;
     float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
     m[i] = mi;
@@ -53,11 +59,12 @@ extern "C" __global__ void adamw(float* params, const float* grads, float* m, fl
 
 // sum_squares_partial: partial(gridDim.x) = sums of x^2 over fixed grid-stride slices of x(N),
 // in double. The grid size is fixed by the caller, so the result does not depend on timing.
-extern "C" __global__ void sum_squares_partial(double* partial, const float* x, long N) {
+template <typename G>
+__device__ __forceinline__ void sum_squares_partial_t(double* partial, const G* x, long N) {
     __shared__ double warps[32];
     double s = 0;
     for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (long)gridDim.x * blockDim.x) {
-        double xi = x[i];
+        double xi = ld(x + i);
         s += xi * xi;
     }
     s = warp_sum_d(s);
@@ -80,22 +87,113 @@ extern "C" __global__ void sum_squares_final(double* out, const double* partial,
 }
 
 // column_sum_partial: partial(chunks, OC)[k, j] = sum of x(N,OC)[i, j] over the rows i of chunk k
-// (rows [k*rows, (k+1)*rows)). One thread per (chunk, column).
-extern "C" __global__ void column_sum_partial(float* partial, const float* x, int N, int OC, int rows) {
+// (rows [k*rows, (k+1)*rows)), in fp32. One thread per (chunk, column).
+template <typename X>
+__device__ __forceinline__ void column_sum_partial_t(float* partial, const X* x, int N, int OC, int rows) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     int chunks = (N + rows - 1) / rows;
     if (i >= (long)chunks * OC) return;
     int k = (int)(i / OC), j = (int)(i % OC);
     float s = 0;
-    for (int r = k * rows; r < min(N, (k + 1) * rows); r++) s += x[(long)r * OC + j];
+    for (int r = k * rows; r < min(N, (k + 1) * rows); r++) s += ld(x + (long)r * OC + j);
     partial[i] = s;
 }
 
 // column_sum_reduce: out(OC) += sum over k of partial(chunks, OC)[k, :], in chunk order.
-extern "C" __global__ void column_sum_reduce(float* out, const float* partial, int chunks, int OC) {
+template <typename G>
+__device__ __forceinline__ void column_sum_reduce_t(G* out, const float* partial, int chunks, int OC) {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= OC) return;
     float s = 0;
     for (int k = 0; k < chunks; k++) s += partial[(long)k * OC + j];
-    out[j] += s;
+    st(out + j, ld(out + j) + s);
 }
+
+#define ELEMENTWISE_KERNELS(X, S)                                                                                      \
+    extern "C" __global__ void gelu_forward##S(X* out, const X* inp, long N) { gelu_forward_t(out, inp, N); }          \
+    extern "C" __global__ void gelu_backward##S(X* dinp, const X* inp, const X* dout, long N) {                        \
+        gelu_backward_t(dinp, inp, dout, N);                                                                           \
+    }                                                                                                                  \
+    extern "C" __global__ void residual_forward##S(X* out, const X* a, const X* b, long N) { residual_forward_t(out, a, b, N); } \
+    extern "C" __global__ void residual_backward##S(X* da, X* db, const X* dout, long N) { residual_backward_t(da, db, dout, N); } \
+    extern "C" __global__ void adamw##S(float* params, const X* grads, float* m, float* v, long N, float grad_scale,   \
+                                       float decay, float beta1, float beta2, float step_size, float bc2_sqrt, float eps) { \
+        adamw_t(params, grads, m, v, N, grad_scale, decay, beta1, beta2, step_size, bc2_sqrt, eps);                   \
+    }                                                                                                                  \
+    extern "C" __global__ void sum_squares_partial##S(double* partial, const X* x, long N) { sum_squares_partial_t(partial, x, N); } \
+    extern "C" __global__ void column_sum_partial##S(float* partial, const X* x, int N, int OC, int rows) {            \
+        column_sum_partial_t(partial, x, N, OC, rows);                                                                 \
+    }                                                                                                                  \
+    extern "C" __global__ void column_sum_reduce##S(X* out, const float* partial, int chunks, int OC) {                \
+        column_sum_reduce_t(out, partial, chunks, OC);                                                                 \
+    }
+X_VARIANTS(ELEMENTWISE_KERNELS)
+
+// convert: dst(N) = src(N) in dst's format. With seed 0 (or a float dst) it rounds to nearest
+// even; otherwise stochastically, element i with the 32 bits stochastic_bits(seed, i), exactly
+// as backend.RoundStochastic and backend.StochasticBits define it, so every backend writes the
+// same bits.
+__device__ __forceinline__ unsigned stochastic_bits(unsigned long long seed, unsigned long long i) {
+    unsigned long long z = seed + i * 0x9e3779b97f4a7c15ull; // SplitMix64's finaliser
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (unsigned)(z >> 32);
+}
+
+// round_stochastic stores x into *p rounded down or up to its neighbours in p's format, up with
+// probability (x - down) / (up - down) as decided by r.
+__device__ __forceinline__ void round_stochastic(bf16* p, float x, unsigned r) {
+    unsigned b = __float_as_uint(x), m = b & 0x7fffffffu;
+    if (m > 0x7f800000u) {
+        p->bits = 0x7fc0;
+        return;
+    }
+    if (m < 0x7f800000u) m = (m + (r >> 16)) & ~0xffffu; // the low 16 bits are the fraction of a bf16 unit
+    p->bits = (unsigned short)(((b & 0x80000000u) | m) >> 16);
+}
+
+__device__ __forceinline__ void round_stochastic(fp16* p, float x, unsigned r) {
+    unsigned b = __float_as_uint(x), m = b & 0x7fffffffu;
+    unsigned short sign = (unsigned short)((b >> 16) & 0x8000u);
+    if (m > 0x7f800000u) {
+        p->bits = 0x7e00;
+        return;
+    }
+    if (m < 0x38800000u) { // subnormal: units of 2^-24, exact in double; up if r/2^32 < the fraction
+        double v = (double)__uint_as_float(m) * 16777216.0;
+        double f = floor(v);
+        if ((double)r * 0x1p-32 < v - f) f += 1.0;
+        p->bits = (unsigned short)(sign | (unsigned)f);
+        return;
+    }
+    if (m < 0x7f800000u) m = (m + (r >> 19)) & ~0x1fffu;
+    p->bits = (unsigned short)(sign | fp16_bits_of_normal(m));
+}
+
+template <typename D, typename S>
+__device__ __forceinline__ void convert_t(D* dst, const S* src, long N, unsigned long long seed) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    st(dst + i, ld(src + i));
+}
+
+template <typename D>
+__device__ __forceinline__ void convert_t(D* dst, const float* src, long N, unsigned long long seed) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    if (seed == 0) {
+        st(dst + i, src[i]);
+    } else {
+        round_stochastic(dst + i, src[i], stochastic_bits(seed, (unsigned long long)i));
+    }
+}
+
+// Kernels named convert_DST_SRC, for the conversions the backend makes: fp32 to a 16-bit format
+// (the parameter copy) and back.
+#define CONVERT_KERNEL(D, S, NAME)                                                                             \
+    extern "C" __global__ void NAME(D* dst, const S* src, long N, unsigned long long seed) { convert_t(dst, src, N, seed); }
+CONVERT_KERNEL(bf16, float, convert_bf16_fp32)
+CONVERT_KERNEL(fp16, float, convert_fp16_fp32)
+CONVERT_KERNEL(float, bf16, convert_fp32_bf16)
+CONVERT_KERNEL(float, fp16, convert_fp32_fp16)

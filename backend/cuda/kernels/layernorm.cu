@@ -1,23 +1,24 @@
 // layernorm_forward: for each of the N rows of inp(N,C): mean(N), rstd(N) = 1/sqrt(var + 1e-5)
 // (biased variance) and out(N,C) = (inp - mean) * rstd * weight(C) + bias(C).
 // One warp per row; blockDim.x must be a multiple of 32.
-extern "C" __global__ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                                             const float* weight, const float* bias, int N, int C) {
+template <typename X>
+__device__ __forceinline__ void layernorm_forward_t(X* out, float* mean, float* rstd, const X* inp, const X* weight,
+                                                    const X* bias, int N, int C) {
     int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
     int lane = threadIdx.x % WARP;
     if (row >= N) return;
-    const float* x = inp + (long)row * C;
+    const X* x = inp + (long)row * C;
     float s = 0;
-    for (int c = lane; c < C; c += WARP) s += x[c];
+    for (int c = lane; c < C; c += WARP) s += ld(x + c);
     float m = warp_sum(s) / C;
     float v = 0;
     for (int c = lane; c < C; c += WARP) {
-        float d = x[c] - m;
+        float d = ld(x + c) - m;
         v += d * d;
     }
     float r = rsqrtf(warp_sum(v) / C + 1e-5f);
-    float* o = out + (long)row * C;
-    for (int c = lane; c < C; c += WARP) o[c] = (x[c] - m) * r * weight[c] + bias[c];
+    X* o = out + (long)row * C;
+    for (int c = lane; c < C; c += WARP) st(o + c, (ld(x + c) - m) * r * ld(weight + c) + ld(bias + c));
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
@@ -28,32 +29,32 @@ extern "C" __global__ void layernorm_forward(float* out, float* mean, float* rst
 // sums of dweight and dbias over the block's rows go to partial(gridDim.x, 2, C); the
 // layernorm_backward_reduce kernel adds them up in block order. One warp per block, each block
 // takes rows [blockIdx.x*rows, (blockIdx.x+1)*rows). Dynamic shared memory: 2*C floats.
-extern "C" __global__ void layernorm_backward(float* dinp, float* partial, const float* dout, const float* inp,
-                                              const float* weight, const float* mean, const float* rstd,
-                                              int N, int C, int rows) {
+template <typename X>
+__device__ __forceinline__ void layernorm_backward_t(X* dinp, float* partial, const X* dout, const X* inp, const X* weight,
+                                                     const float* mean, const float* rstd, int N, int C, int rows) {
     extern __shared__ float acc[]; // dweight (C), dbias (C)
     int lane = threadIdx.x;
     for (int c = lane; c < 2 * C; c += WARP) acc[c] = 0;
     __syncwarp();
     int r0 = blockIdx.x * rows, r1 = min(N, r0 + rows);
     for (int row = r0; row < r1; row++) {
-        const float* x = inp + (long)row * C;
-        const float* dy = dout + (long)row * C;
+        const X* x = inp + (long)row * C;
+        const X* dy = dout + (long)row * C;
         float m = mean[row], r = rstd[row];
         float a = 0, b = 0; // mean of dy*w, mean of dy*w*xhat
         for (int c = lane; c < C; c += WARP) {
-            float xhat = (x[c] - m) * r, g = dy[c] * weight[c];
+            float xhat = (ld(x + c) - m) * r, g = ld(dy + c) * ld(weight + c);
             a += g;
             b += g * xhat;
         }
         a = warp_sum(a) / C;
         b = warp_sum(b) / C;
-        float* dx = dinp + (long)row * C;
+        X* dx = dinp + (long)row * C;
         for (int c = lane; c < C; c += WARP) {
-            float xhat = (x[c] - m) * r, g = dy[c] * weight[c];
-            dx[c] += (g - a - xhat * b) * r;
-            acc[c] += dy[c] * xhat;
-            acc[C + c] += dy[c];
+            float d = ld(dy + c), xhat = (ld(x + c) - m) * r, g = d * ld(weight + c);
+            st(dx + c, ld(dx + c) + (g - a - xhat * b) * r);
+            acc[c] += d * xhat;
+            acc[C + c] += d;
         }
     }
     __syncwarp();
@@ -61,8 +62,8 @@ extern "C" __global__ void layernorm_backward(float* dinp, float* partial, const
     for (int c = lane; c < 2 * C; c += WARP) p[c] = acc[c];
 }
 
-// layernorm_backward4: layernorm_backward with 16-byte accesses, for C % 4 == 0 and 16-byte
-// aligned rows: lane l takes the channel quads l, l+32, ... (so a lane's channels, and the order of
+// layernorm_backward4: layernorm_backward with 16-byte accesses, for fp32 buffers, C % 4 == 0 and
+// 16-byte aligned rows: lane l takes the channel quads l, l+32, ... (so a lane's channels, and the order of
 // its partial sums of a and b, differ from layernorm_backward's). Same launch and partial layout.
 extern "C" __global__ void layernorm_backward4(float* dinp, float* partial, const float* dout, const float* inp,
                                                const float* weight, const float* mean, const float* rstd,
@@ -124,7 +125,8 @@ extern "C" __global__ void layernorm_backward4(float* dinp, float* partial, cons
 // layernorm_backward_reduce: dweight(C) += sum of partial[k,0,:], dbias(C) += sum of partial[k,1,:]
 // over k = 0..blocks-1. A block of 8 warps takes 32 channels: warp w sums k = w, w+8, ... and the
 // eight warp sums are added in warp order, a fixed order. blockDim.x = 256, grid ceil(C/32).
-extern "C" __global__ void layernorm_backward_reduce(float* dweight, float* dbias, const float* partial, int blocks, int C) {
+template <typename G>
+__device__ __forceinline__ void layernorm_backward_reduce_t(G* dweight, G* dbias, const float* partial, int blocks, int C) {
     __shared__ float sw[8][WARP], sb[8][WARP];
     int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
     int c = blockIdx.x * WARP + lane;
@@ -144,36 +146,58 @@ extern "C" __global__ void layernorm_backward_reduce(float* dweight, float* dbia
             a += sw[i][lane];
             b += sb[i][lane];
         }
-        dweight[c] += a;
-        dbias[c] += b;
+        st(dweight + c, ld(dweight + c) + a);
+        st(dbias + c, ld(dbias + c) + b);
     }
 }
 
 // residual_layernorm_forward: residual(N,C) = a + b, then layernorm_forward of residual into
 // out(N,C), mean(N), rstd(N). One warp per row.
-extern "C" __global__ void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd,
-                                                      const float* a, const float* b, const float* weight,
-                                                      const float* bias, int N, int C) {
+// The residual is rounded to its format before the statistics read it back, as the CPU's separate
+// add and LayerNorm would.
+template <typename X>
+__device__ __forceinline__ void residual_layernorm_forward_t(X* residual, X* out, float* mean, float* rstd, const X* a,
+                                                             const X* b, const X* weight, const X* bias, int N, int C) {
     int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
     int lane = threadIdx.x % WARP;
     if (row >= N) return;
     long off = (long)row * C;
     float s = 0;
     for (int c = lane; c < C; c += WARP) {
-        float x = a[off + c] + b[off + c];
-        residual[off + c] = x;
-        s += x;
+        st(residual + off + c, ld(a + off + c) + ld(b + off + c));
+        s += ld(residual + off + c);
     }
     float m = warp_sum(s) / C;
     float v = 0;
     for (int c = lane; c < C; c += WARP) {
-        float d = residual[off + c] - m; // each lane reads back what it wrote
+        float d = ld(residual + off + c) - m; // each lane reads back what it wrote
         v += d * d;
     }
     float r = rsqrtf(warp_sum(v) / C + 1e-5f);
-    for (int c = lane; c < C; c += WARP) out[off + c] = (residual[off + c] - m) * r * weight[c] + bias[c];
+    for (int c = lane; c < C; c += WARP) st(out + off + c, (ld(residual + off + c) - m) * r * ld(weight + c) + ld(bias + c));
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
     }
 }
+
+#define LAYERNORM_KERNELS(X, S)                                                                                      \
+    extern "C" __global__ void layernorm_forward##S(X* out, float* mean, float* rstd, const X* inp, const X* weight,  \
+                                                    const X* bias, int N, int C) {                                  \
+        layernorm_forward_t(out, mean, rstd, inp, weight, bias, N, C);                                               \
+    }                                                                                                                \
+    extern "C" __global__ void layernorm_backward##S(X* dinp, float* partial, const X* dout, const X* inp,            \
+                                                     const X* weight, const float* mean, const float* rstd, int N,   \
+                                                     int C, int rows) {                                             \
+        layernorm_backward_t(dinp, partial, dout, inp, weight, mean, rstd, N, C, rows);                              \
+    }                                                                                                                \
+    extern "C" __global__ void layernorm_backward_reduce##S(X* dweight, X* dbias, const float* partial, int blocks,    \
+                                                            int C) {                                                \
+        layernorm_backward_reduce_t(dweight, dbias, partial, blocks, C);                                             \
+    }                                                                                                                \
+    extern "C" __global__ void residual_layernorm_forward##S(X* residual, X* out, float* mean, float* rstd,           \
+                                                             const X* a, const X* b, const X* weight, const X* bias, \
+                                                             int N, int C) {                                        \
+        residual_layernorm_forward_t(residual, out, mean, rstd, a, b, weight, bias, N, C);                           \
+    }
+X_VARIANTS(LAYERNORM_KERNELS)
