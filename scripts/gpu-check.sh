@@ -3,17 +3,22 @@
 # summary table. It builds nothing (the GPU machine may have no Go): run scripts/gpu-build.sh first
 # where Go is, and bring .gpupack/ (or .gpubin/) along. PyTorch (for the peer benchmark) is optional.
 #
-#   scripts/gpu-check.sh [OUTDIR]
+#   PART=1 scripts/gpu-check.sh [OUTDIR]   tests, the 124M speed table, the command line (~6 min)
+#   PART=2 scripts/gpu-check.sh [OUTDIR]   precision curves: char Shakespeare, 124M on BPE (~8 min)
+#   scripts/gpu-check.sh [OUTDIR]          both (over the device tool's 10 minutes a call)
 #
-# Logs go to a work folder (/tmp/gpu-check); OUTDIR (default $OUT, when set) gets few files, as the
-# device tool brings back at most 8: summary.txt, profile-124m.txt, char-val-curves.txt and
-# logs.tgz with everything.
+# Logs go to a work folder (/tmp/gpu-check-PART); OUTDIR (default $OUT, when set) gets few files,
+# as the device tool brings back at most 8: summary-PART.txt, profile-124m.txt (part 1),
+# char-val-curves.txt and bpe-124m-precisions.png (part 2), and logs-PART.tgz with everything.
 #
-# QUICK=1 shortens the Shakespeare comparison.
+# QUICK=1 shortens the Shakespeare char comparison (300 steps instead of 2000).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-}}
-work=/tmp/gpu-check
+part=${PART:-all}
+work=/tmp/gpu-check-$part
+p1() { [ "$part" = all ] || [ "$part" = 1 ]; }
+p2() { [ "$part" = all ] || [ "$part" = 2 ]; }
 rm -rf "$work" && mkdir -p "$work"
 bin=.gpubin
 [ -f .gpupack/bin.tar.xz ] && tar xJf .gpupack/bin.tar.xz
@@ -31,9 +36,12 @@ cpumodel=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 grep -q -m1 avx512f /proc/cpuinfo && cpumodel="$cpumodel, avx512f" || cpumodel="$cpumodel, no avx512f"
 [ -x "$bin/gpt2go" ] && row "host CPU matmul kernel" "info" "$("$bin/gpt2go" version | sed -n 's/^cpu matmul kernel: //p') ($cpumodel)"
 
-# 1. Go test binaries: op-by-op vs the CPU backend, PyTorch-parity fixture, exact resume; and the
-# CPU backend's own tests, which run the AVX-512 kernel on a host CPU that has it.
 root=$(pwd)
+# ---------------------------------------------------------------------------------------------
+# Part 1. Go test binaries: op-by-op vs the CPU backend (fp32, TF32, and bf16/fp16 against the
+# CPU's exact emulation), PyTorch-parity fixture, exact resume (fp32 and bf16/fp16); and the CPU
+# backend's own tests, which run the AVX-512 kernel on a host CPU that has it.
+if p1; then
 for spec in cuda:backend/cuda cpu:backend/cpu gpt:gpt train:train; do
   t=${spec%%:*} dir=${spec#*:}
   if [ ! -x "$bin/$t.test" ]; then row "go test ./$dir" "MISSING" "run scripts/gpu-build.sh"; continue; fi
@@ -43,6 +51,15 @@ for spec in cuda:backend/cuda cpu:backend/cpu gpt:gpt train:train; do
   pass=$(grep -c -- '--- PASS' "$work/test-$t.log"); skip=$(grep -c -- '--- SKIP' "$work/test-$t.log"); fail=$(grep -c -- '--- FAIL' "$work/test-$t.log")
   row "go test ./$dir" "$status" "$pass pass, $fail fail, $skip skip, $(( $(date +%s) - start )) s"
   grep -E -- '--- FAIL|--- SKIP|relative L2|skipped' "$work/test-$t.log" | head -60 > "$work/test-$t.summary"
+done
+# The mixed-precision checks by name, so their rows show even when the package passes as a whole.
+for spec in cuda:TestOps16MatchCPU cuda:TestConvertMatchesCPUBits gpt:TestCUDAMixedPrecisionTracksCPU train:TestCUDAMixedPrecisionResumeIsBitIdentical; do
+  t=${spec%%:*} name=${spec#*:}
+  log=$work/test-$t.log
+  [ -f "$log" ] || continue
+  if grep -q -- "--- PASS: $name " "$log"; then st=PASS; elif grep -q -- "--- FAIL: $name " "$log"; then st=FAIL; else st=MISSING; fi
+  worst=$(grep -A400 -- "=== RUN   $name" "$log" | grep -o 'relative L2 error [0-9.e+-]*' | awk '{print $4}' | sort -g | tail -1)
+  row "$name" "$st" "$( [ -n "$worst" ] && echo "largest relative L2 $worst; " )see test-$t.log"
 done
 
 # Attention kernels alone at GPT-2 124M's shape (B=8 T=1024 NH=12 HS=64).
@@ -78,40 +95,38 @@ bench() { # name, command...
     row "124M B16 T1024 $name" "FAIL" "$(tail -1 "$log")"
   fi
 }
-bench "gpt2go fp32" "$bin/gpt2go" bench --device cuda --tf32=false --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
-bench "gpt2go tf32" "$bin/gpt2go" bench --device cuda --tf32=true --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
+for prec in fp32 tf32 bf16 fp16; do
+  bench "gpt2go $prec" "$bin/gpt2go" bench --device cuda --precision $prec --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
+done
 if $py -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   bench "torch fp32" $py bench/torch_gpu.py --tf32 0 -B 16 -T 1024 --warmup-steps 2 --steps 10 --json
   bench "torch tf32" $py bench/torch_gpu.py --tf32 1 -B 16 -T 1024 --warmup-steps 2 --steps 10 --json
+  bench "torch autocast bf16" $py bench/torch_gpu.py --autocast bf16 --tf32 1 -B 16 -T 1024 --warmup-steps 2 --steps 10 --json
 else
   row "PyTorch peer" "SKIP" "no PyTorch with CUDA for $py"
 fi
 
 # Where the 124M TF32 step's time goes: the op table, synced after every op.
-"$bin/gpt2go" profile --device cuda --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 1 --steps 2 \
+"$bin/gpt2go" profile --device cuda --precision tf32 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 1 --steps 2 \
   > "$work/profile-124m.txt" 2>&1 || row "profile 124M B16 T1024" "FAIL" "$(tail -1 "$work/profile-124m.txt")"
 
-# 3. Shakespeare char-level: the GPU's loss curve against the CPU's, same seed and recipe.
-if [ -n "$GPT2GO_SHAKESPEARE" ]; then
-  steps=2000; [ "${QUICK:-0}" = 1 ] && steps=300
-  common=(train --data "$GPT2GO_SHAKESPEARE" --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --seq-len 64
-          --batch-size 12 --steps $steps --lr 1e-3 --min-lr 1e-4 --lr-schedule cosine --warmup 100 --beta2 0.99
-          --weight-decay 0.1 --grad-clip 1 --shuffle --eval-every 250 --eval-batches 100 --sample-every 0
-          --ckpt-every 0 --log-every 100 --force --cache-dir "$work/cache")
-  for dev in cuda cpu; do
-    extra=(); [ $dev = cuda ] && extra=(--tf32=false)
-    start=$(date +%s)
-    if "$bin/gpt2go" "${common[@]}" --device $dev "${extra[@]}" --out "$work/char-$dev" > "$work/char-$dev.log" 2>&1; then
-      v=$(grep -o '"val_loss":[0-9.]*' "$work/char-$dev/log.jsonl" | tail -1 | cut -d: -f2)
-      row "shakespeare char $steps steps on $dev" "ok" "final val loss ${v:-?}, $(( $(date +%s) - start )) s"
-    else
-      row "shakespeare char on $dev" "FAIL" "$(tail -1 "$work/char-$dev.log")"
-    fi
+# Only pip's nvidia-* wheels: the CUDA toolkit's folders (/usr/local/cuda*) renamed for one run and
+# LD_LIBRARY_PATH emptied, so NVRTC and cuBLASLt must come from site-packages/nvidia/*/lib.
+wheels=$($py -c 'import nvidia, os; print(" ".join(sorted(os.listdir(os.path.dirname(nvidia.__path__[0]) + "/nvidia"))))' 2>/dev/null)
+if [ -n "$wheels" ]; then
+  hidden=()
+  for d in /usr/local/cuda /usr/local/cuda-*; do
+    [ -e "$d" ] && [ "${d%.hidden}" = "$d" ] && mv "$d" "$d.hidden" 2>/dev/null && hidden+=("$d")
   done
-  paste <(grep -o '"val_loss":[0-9.]*' "$work/char-cuda/log.jsonl" 2>/dev/null) \
-        <(grep -o '"val_loss":[0-9.]*' "$work/char-cpu/log.jsonl" 2>/dev/null) > "$work/char-val-curves.txt"
+  if LD_LIBRARY_PATH= "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 4 --seq-len 256 \
+      --warmup-steps 1 --steps 3 --json > "$work/wheels-only.log" 2>&1; then
+    row "124M bf16 with only pip's nvidia wheels" "ok" "hid ${hidden[*]:-nothing}; wheels: $wheels"
+  else
+    row "124M bf16 with only pip's nvidia wheels" "FAIL" "$(tail -1 "$work/wheels-only.log" | cut -c1-150)"
+  fi
+  for d in "${hidden[@]}"; do mv "$d.hidden" "$d"; done
 else
-  row "shakespeare char" "SKIP" "no tinyshakespeare.txt (set GPT2GO_SHAKESPEARE)"
+  row "only pip's nvidia wheels" "SKIP" "no nvidia-* wheels for $py"
 fi
 
 # 4. The command line on the GPU: --device auto picks it, sample and eval run on it (eval's loss
@@ -122,6 +137,42 @@ if "$bin/gpt2go" train --data "${GPT2GO_SHAKESPEARE:-go}" --steps 20 --log-every
 else
   row "train --device auto (default)" "FAIL" "$(tail -1 "$work/auto.log")"
 fi
+if "$bin/gpt2go" bench --device cuda --model gpt2-xl --batch-size 512 --seq-len 1024 --steps 1 > "$work/oom.log" 2>&1; then
+  row "a model too big for the GPU" "FAIL" "gpt2-xl at B=512 T=1024 did not stop"
+else
+  row "a model too big for the GPU" "ok" "$(tail -1 "$work/oom.log" | cut -c1-150)"
+fi
+fi # part 1
+
+# ---------------------------------------------------------------------------------------------
+# Part 2. Shakespeare char-level, the same seed and recipe: the CPU in fp32 is the reference; the
+# GPU in fp32, bf16 and fp16 must end within 0.03 of its validation loss at every evaluation.
+if p2 && [ -n "$GPT2GO_SHAKESPEARE" ]; then
+  steps=2000; [ "${QUICK:-0}" = 1 ] && steps=300
+  common=(train --data "$GPT2GO_SHAKESPEARE" --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --seq-len 64
+          --batch-size 12 --steps $steps --lr 1e-3 --min-lr 1e-4 --lr-schedule cosine --warmup 100 --beta2 0.99
+          --weight-decay 0.1 --grad-clip 1 --shuffle --eval-every 250 --eval-batches 100 --sample-every 0
+          --ckpt-every 0 --log-every 100 --force --cache-dir "$work/cache")
+  vals() { grep -o '"val_loss":[0-9.]*' "$1/log.jsonl" 2>/dev/null | cut -d: -f2; }
+  for run in cpu:fp32 cuda:fp32 cuda:bf16 cuda:fp16; do
+    dev=${run%%:*} prec=${run#*:} dir=$work/char-$dev-$prec
+    start=$(date +%s)
+    if "$bin/gpt2go" "${common[@]}" --device $dev --precision $prec --out "$dir" > "$dir.log" 2>&1; then
+      v=$(vals "$dir" | tail -1)
+      if [ "$run" = cpu:fp32 ]; then
+        row "shakespeare char $steps steps, cpu fp32" "ok" "final val loss ${v:-?}, $(( $(date +%s) - start )) s"
+      else
+        worst=$(paste <(vals "$dir") <(vals "$work/char-cpu-fp32") | awk '{d=$1-$2; if (d<0) d=-d; if (d>m) m=d} END {printf "%.4f", m}')
+        st=$(awk -v w="$worst" 'BEGIN {print (w <= 0.03) ? "ok" : "FAIL"}')
+        row "shakespeare char $steps steps, cuda $prec" "$st" "final val loss ${v:-?}, max |val - cpu fp32| $worst (<= 0.03), $(( $(date +%s) - start )) s"
+      fi
+    else
+      row "shakespeare char, $dev $prec" "FAIL" "$(tail -1 "$dir.log")"
+    fi
+  done
+  paste <(echo cpu-fp32; vals "$work/char-cpu-fp32") <(echo cuda-fp32; vals "$work/char-cuda-fp32") \
+        <(echo cuda-bf16; vals "$work/char-cuda-bf16") <(echo cuda-fp16; vals "$work/char-cuda-fp16") > "$work/char-val-curves.txt"
+  ln -sfn "$work/char-cuda-bf16" "$work/char-cuda"
 if [ -d "$work/char-cuda" ]; then
   if "$bin/gpt2go" sample --ckpt "$work/char-cuda" --device cuda --tokens 60 --prompt "ROMEO:" > "$work/sample.log" 2>&1; then
     row "sample --device cuda" "ok" "$(tr '\n' ' ' < "$work/sample.log" | tail -c 70)"
@@ -135,25 +186,53 @@ if [ -d "$work/char-cuda" ]; then
   row "eval on cuda | on cpu" "$(grep -q FAILED "$work"/eval-*.log && echo FAIL || echo ok)" \
     "$(grep -o 'loss [0-9.]* | perplexity [0-9.]*' "$work/eval-cuda.log") | $(grep -o 'loss [0-9.]* | perplexity [0-9.]*' "$work/eval-cpu.log")"
 fi
-if "$bin/gpt2go" bench --device cuda --model gpt2-xl --batch-size 512 --seq-len 1024 --steps 1 > "$work/oom.log" 2>&1; then
-  row "a model too big for the GPU" "FAIL" "gpt2-xl at B=512 T=1024 did not stop"
-else
-  row "a model too big for the GPU" "ok" "$(tail -1 "$work/oom.log" | cut -c1-150)"
+elif p2; then
+  row "shakespeare char" "SKIP" "no tinyshakespeare.txt (set GPT2GO_SHAKESPEARE)"
+fi
+
+# GPT-2 124M on GPT-2-BPE Tiny Shakespeare, B=16 T=1024, 300 steps, in TF32, bf16 and fp16: every
+# evaluation's validation loss within 1% of TF32's; the curves drawn into one picture.
+if p2 && [ -n "$GPT2GO_SHAKESPEARE" ]; then
+  if "$bin/gpt2go" prepare --input "$GPT2GO_SHAKESPEARE" --tokenizer gpt2 --out "$work/ts-bpe" > "$work/prepare-bpe.log" 2>&1; then
+    bvals() { grep -o '"val_loss":[0-9.]*' "$1/log.jsonl" 2>/dev/null | cut -d: -f2; }
+    for prec in tf32 bf16 fp16; do
+      dir=$work/bpe-124m-$prec
+      start=$(date +%s)
+      if "$bin/gpt2go" train --data "$work/ts-bpe" --model gpt2 --batch-size 16 --seq-len 1024 --steps 300 --lr 6e-4 \
+          --min-lr 6e-5 --warmup 30 --weight-decay 0.1 --grad-clip 1 --eval-every 50 --eval-batches 2 --sample-every 0 \
+          --ckpt-every 0 --log-every 25 --device cuda --precision $prec --force --out "$dir" > "$dir.log" 2>&1; then
+        v=$(bvals "$dir" | tail -1)
+        if [ $prec = tf32 ]; then
+          row "124M BPE shakespeare 300 steps, tf32" "ok" "final val loss ${v:-?}, $(( $(date +%s) - start )) s"
+        else
+          worst=$(paste <(bvals "$dir") <(bvals "$work/bpe-124m-tf32") | awk '{d=($1-$2)/$2; if (d<0) d=-d; if (d>m) m=d} END {printf "%.4f", m}')
+          st=$(awk -v w="$worst" 'BEGIN {print (w <= 0.01) ? "ok" : "FAIL"}')
+          row "124M BPE shakespeare 300 steps, $prec" "$st" "final val loss ${v:-?}, max rel diff to tf32 $worst (<= 0.01), $(( $(date +%s) - start )) s"
+        fi
+      else
+        row "124M BPE shakespeare, $prec" "FAIL" "$(tail -1 "$dir.log")"
+      fi
+    done
+    "$bin/gpt2go" plot --what loss --title "GPT-2 124M, BPE Tiny Shakespeare: tf32, bf16, fp16" --out "$work/bpe-124m-precisions.png" \
+      "$work/bpe-124m-tf32" "$work/bpe-124m-bf16" "$work/bpe-124m-fp16" > "$work/plot.log" 2>&1 \
+      || row "plot of the 124M curves" "FAIL" "$(tail -1 "$work/plot.log")"
+  else
+    row "prepare GPT-2 BPE shakespeare" "FAIL" "$(tail -1 "$work/prepare-bpe.log")"
+  fi
 fi
 
 {
   printf '%-44s | %-8s | %s\n' "check" "status" "result"
   printf -- '-%.0s' {1..100}; echo
   printf '%s\n' "${rows[@]}"
-} > "$work/summary.txt"
-echo; sed -n '/^name /,/^$/p' "$work/profile-124m.txt" | head -20
-echo; cat "$work/summary.txt"
+} > "$work/summary-$part.txt"
+echo; cat "$work/summary-$part.txt"
 if [ -n "$out" ]; then
   mkdir -p "$out"
-  cp "$work/summary.txt" "$work/profile-124m.txt" "$out/"
-  [ -f "$work/char-val-curves.txt" ] && cp "$work/char-val-curves.txt" "$out/"
-  tar czf "$out/logs.tgz" -C "$work" --exclude=kernel-cache --exclude=cache --exclude='*.ckpt' --exclude='*.safetensors' .
-  echo "logs: $out/logs.tgz"
+  cp "$work/summary-$part.txt" "$out/"
+  for f in profile-124m.txt char-val-curves.txt bpe-124m-precisions.png; do [ -f "$work/$f" ] && cp "$work/$f" "$out/"; done
+  tar czf "$out/logs-$part.tgz" -C "$work" --exclude=kernel-cache --exclude=cache --exclude=ts-bpe --exclude='*.ckpt' --exclude='*.safetensors' .
+  echo "logs: $out/logs-$part.tgz"
 else
   echo "logs: $work"
 fi
