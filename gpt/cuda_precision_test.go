@@ -92,3 +92,22 @@ func TestCUDAMixedPrecisionTracksCPU(t *testing.T) {
 		})
 	}
 }
+
+// On the GPU the plan of every precision is what New allocates: bf16 and fp16 buffers take their
+// native 2 bytes an element, as the plan (checked against free memory before allocating) counts.
+func TestCUDAPrecisionPlanMatchesAllocations(t *testing.T) {
+	g := cudaBackend(t)
+	cfg := gpt.Config{BlockSize: 64, VocabSize: 101, PaddedVocabSize: 128, NumLayers: 3, NumHeads: 3, Channels: 60}
+	for _, prec := range []gpt.Precision{{}, {Compute: backend.BF16}, {Compute: backend.BF16, Grads: backend.BF16}, {Compute: backend.F16}} {
+		if g.CheckDType(prec.Compute) != nil {
+			continue
+		}
+		before := g.Allocated()
+		if _, err := gpt.NewWithPrecision(g, cfg, 3, 11, prec); err != nil {
+			t.Fatal(err)
+		}
+		if want, got := gpt.PlanBytes(cfg.PrecisionMemoryPlan(3, 11, prec)), g.Allocated()-before; got != want {
+			t.Errorf("%v: plan says %d bytes, the GPU allocated %d", prec, want, got)
+		}
+	}
+}
