@@ -256,19 +256,23 @@ func (be *Backend) Upload(dst backend.Buf, src []float32) {
 	be.fail(be.g.HtoD(ptrOf(dst), unsafe.Pointer(&src[0]), int64(len(src))*4))
 }
 
-// UploadInt32 copies src into dst[:len(src)]. Into an allocation (not a view), token ids in
-// [0, 1<<20) also get an index that lets EncoderBackward add each token's gradient rows in
-// parallel and in a fixed order (see tokenIndex): built here on the host, where the tokens are,
-// so the step needs no sync for it. An upload into a view drops its allocation's index.
+// UploadInt32 copies src into dst[:len(src)]. Into an allocation, or a view at its start (the
+// model's batch-sized views of its token buffers), token ids in [0, 1<<20) also get an index of
+// the allocation's first len(src) tokens that lets EncoderBackward add each token's gradient rows
+// in parallel and in a fixed order (see tokenIndex): built here on the host, where the tokens are,
+// so the step needs no sync for it. An upload into any other view drops its allocation's index.
 func (be *Backend) UploadInt32(dst backend.Buf, src []int32) {
 	if be.err != nil || len(src) == 0 {
 		return
 	}
 	be.fail(be.g.HtoD(ptrOf(dst), unsafe.Pointer(&src[0]), int64(len(src))*4))
 	b := dst.(*buf)
-	if b.root != nil { // a view: the allocation's index no longer matches its tokens
+	if b.root != nil && b.ptr != b.root.ptr { // a view inside: the allocation's index no longer matches its tokens
 		b.dropIndex()
 		return
+	}
+	if b.root != nil {
+		b = b.root
 	}
 	if b.idx == nil {
 		b.idx = &tokenIndex{}
@@ -276,7 +280,7 @@ func (be *Backend) UploadInt32(dst backend.Buf, src []int32) {
 	if !b.idx.build(src) {
 		return
 	}
-	be.ensure(&b.idx.dev, &b.idx.devN, int64(3*b.n+1), 4)
+	be.ensure(&b.idx.dev, &b.idx.devN, int64(3*b.n+1), 4) // room for any upload into b
 	be.fail(be.g.HtoD(b.idx.dev, unsafe.Pointer(&b.idx.host[0]), int64(len(b.idx.host))*4))
 }
 

@@ -81,15 +81,20 @@ func (be *Backend) EncoderForward(out, tokens, wte, wpe backend.Buf, B, T, C int
 
 // EncoderBackward adds each token's rows of dout in position order, as the CPU does. With the
 // index UploadInt32 built for tokens, a block per (distinct token, 256 channels) does it in
-// parallel; without one (tokens is a view, was not uploaded whole, or was written through a
-// view since), one thread per channel walks all positions.
+// parallel, rounding a 16-bit dwte once; without one (tokens is a view inside its allocation,
+// was not uploaded whole, or was written through such a view since), one thread per channel
+// walks all positions.
 func (be *Backend) EncoderBackward(dwte, dwpe, dout, tokens backend.Buf, B, T, C int) {
 	g := dwte.DType()
 	if !be.sameFormat("EncoderBackward", g, dwpe) {
 		return
 	}
 	suffix := pairSuffix(dout.DType(), g)
-	if idx := tokens.(*buf).idx; idx != nil && idx.n == B*T && idx.dev != 0 {
+	tb := tokens.(*buf)
+	if tb.root != nil && tb.ptr == tb.root.ptr { // a view at its allocation's start shares its index
+		tb = tb.root
+	}
+	if idx := tb.idx; idx != nil && idx.n == B*T && idx.dev != 0 {
 		cblocks := Blocks(int64(C), threads)
 		be.launch("EncoderBackward", "encoder_backward_wte_index"+suffix, idx.distinct*cblocks, threads, 0, func(k *Kernel) {
 			k.Ptr(ptrOf(dwte)).Ptr(ptrOf(dout)).Ptr(idx.dev).Int(idx.distinct).Int(B * T).Int(C)

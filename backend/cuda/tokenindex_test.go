@@ -45,8 +45,8 @@ func TestTokenIndex(t *testing.T) {
 	}
 }
 
-// EncoderBackward gives the CPU's bits with the token index (a whole upload), without it (a view
-// of the tokens), and after part of a whole upload was overwritten through a view, which must
+// EncoderBackward gives the CPU's bits with the token index (a whole upload, or one into a view at
+// the allocation's start), without it (a view inside the tokens), and after part of a whole upload was overwritten through a view, which must
 // drop the index rather than leave a stale one.
 func TestEncoderBackwardPaths(t *testing.T) {
 	g := gpu(t, false)
@@ -69,6 +69,20 @@ func TestEncoderBackwardPaths(t *testing.T) {
 	}
 	check("index", whole)
 	check("view", &pair{c: r.cpu.View(other.c, 3, B*T), g: g.View(other.g, 3, B*T)})
+	// An upload into a view at its allocation's start (the model's batch views) indexes the
+	// allocation's first tokens, and the view uses that index.
+	start := r.tokens(B*T+9, V)
+	head := &pair{c: r.cpu.View(start.c, 0, B*T), g: g.View(start.g, 0, B*T)}
+	ids := make([]int32, B*T)
+	for i := range ids {
+		ids[i] = int32(r.rng.IntN(V))
+	}
+	r.cpu.UploadInt32(head.c, ids)
+	g.UploadInt32(head.g, ids)
+	if idx := start.g.(*buf).idx; idx == nil || idx.n != B*T {
+		t.Fatal("an upload into a view at the allocation's start built no index")
+	}
+	check("view at the start", head)
 	part := []int32{6, 6, 6, 0, 1, 2, 3, 4, 5, 6}
 	r.cpu.UploadInt32(r.cpu.View(whole.c, 5, len(part)), part)
 	g.UploadInt32(g.View(whole.g, 5, len(part)), part)
