@@ -164,7 +164,10 @@ type MemoryChecker interface {
 
 // HostMemory is implemented by backends whose buffers already live in host memory (the CPU):
 // HostFloats returns a buffer's elements without a copy, so checkpoint writers need no second
-// copy of the parameters and optimizer state. The slice must only be read.
+// copy of the parameters and optimizer state. Checkpoint writers only read the slice; the host
+// communicators of package dist (MPI) also write collective results into it, in place, between
+// ops. A 16-bit buffer's slice holds float32 values representable in its format: whoever writes
+// one must keep it so.
 type HostMemory interface {
 	HostFloats(b Buf) []float32
 }

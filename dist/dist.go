@@ -93,6 +93,11 @@ func CheckBuf(op string, b backend.Buf, size int, sharded bool) error {
 	if b == nil {
 		return fmt.Errorf("%s: nil buffer", op)
 	}
+	// Sums of 16-bit values would need rounding on the wire that nothing defines yet; gradients
+	// are fp32 by default (see docs/mixed-precision.md).
+	if dt := b.DType(); dt != backend.F32 {
+		return fmt.Errorf("%s: a %s buffer; collectives run on fp32 buffers only (use --grad-precision fp32)", op, dt)
+	}
 	if sharded && b.Len()%size != 0 {
 		return fmt.Errorf("%s: a buffer of %d elements does not split into %d equal shards; allocate dist.Padded(n, %d) = %d and keep the padding zero",
 			op, b.Len(), size, size, Padded(b.Len(), size))

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/backend/cpu"
 )
 
@@ -56,6 +57,10 @@ func TestCheckBufSharded(t *testing.T) {
 	}
 	if err := CheckBuf("reduce-scatter", be.Alloc(12), 3, true); err != nil {
 		t.Fatal(err)
+	}
+	err = CheckBuf("all-reduce", be.AllocDType(12, backend.BF16), 3, false)
+	if err == nil || !strings.Contains(err.Error(), "all-reduce: a bf16 buffer; collectives run on fp32 buffers only") {
+		t.Fatalf("a bf16 buffer: got %v", err)
 	}
 }
 
