@@ -25,6 +25,12 @@ const matvecBlockBytes = 64 << 10
 func matvec[F Float](p *pool, out, inp, weight, bias []F, N, C, OC int) {
 	var zero F
 	rows := max(4, matvecBlockBytes/(C*int(unsafe.Sizeof(zero)))/4*4)
+	if N == 1 {
+		// Nothing to reuse: long runs of rows instead, so that each thread streams through few
+		// separate stretches of memory (the prefetcher restarts at each), still a few per thread
+		// so that a descheduled thread holds the others up by a fraction of the work.
+		rows = max(rows, (OC+rangesPerThread*p.threads-1)/(rangesPerThread*p.threads))
+	}
 	job := reuse[matvecJob[F]](p)
 	*job = matvecJob[F]{out: out, inp: inp, weight: weight, bias: bias, N: N, C: C, OC: OC, rows: rows}
 	p.forTasks((OC+rows-1)/rows, job)
