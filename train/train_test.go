@@ -106,6 +106,41 @@ func readLog(t *testing.T, path string) (train map[int]float64, val map[int]floa
 
 func TestResumeIsBitIdentical(t *testing.T) { testResumeIsBitIdentical(t, nil) }
 
+// compareResumedLogs checks the log of a run stopped at stopAt and resumed (half) against the
+// log of the same run uninterrupted (full): every training loss of the steps steps, and every
+// evaluation, those after the resume included, with the same bits; no other evaluation but the
+// one --stop-at makes at its last step. It returns the uninterrupted run's training losses.
+func compareResumedLogs(t *testing.T, full, half string, steps, stopAt int) map[int]float64 {
+	t.Helper()
+	wantTrain, wantVal := readLog(t, filepath.Join(full, logFile))
+	gotTrain, gotVal := readLog(t, filepath.Join(half, logFile))
+	if len(wantTrain) != steps || len(gotTrain) != steps {
+		t.Fatalf("logged %d and %d steps, want %d", len(wantTrain), len(gotTrain), steps)
+	}
+	for step, want := range wantTrain {
+		if got := gotTrain[step]; got != want {
+			t.Errorf("step %d: resumed loss %v != uninterrupted %v", step, got, want)
+		}
+	}
+	if len(wantVal) == 0 {
+		t.Fatal("the uninterrupted run logged no val loss; the test's config should evaluate")
+	}
+	for step, want := range wantVal {
+		got, ok := gotVal[step]
+		if !ok {
+			t.Errorf("step %d: the resumed run logged no val loss (uninterrupted %v)", step, want)
+		} else if got != want {
+			t.Errorf("step %d: resumed val loss %v != uninterrupted %v", step, got, want)
+		}
+	}
+	for step, got := range gotVal {
+		if _, ok := wantVal[step]; !ok && step != stopAt {
+			t.Errorf("step %d: the resumed run logged val loss %v, the uninterrupted run none", step, got)
+		}
+	}
+	return wantTrain
+}
+
 // testResumeIsBitIdentical stops a run at step 6, resumes it and compares every loss with an
 // uninterrupted run, on backend be (nil: the CPU).
 func testResumeIsBitIdentical(t *testing.T, be backend.Backend) {
@@ -126,35 +161,7 @@ func testResumeIsBitIdentical(t *testing.T, be backend.Backend) {
 			if _, err := runTrain(t, Options{Config: cfg, RunDir: half, Resume: true, Backend: be}); err != nil {
 				t.Fatal(err)
 			}
-			wantTrain, wantVal := readLog(t, filepath.Join(full, logFile))
-			gotTrain, gotVal := readLog(t, filepath.Join(half, logFile))
-			if len(wantTrain) != cfg.Steps || len(gotTrain) != cfg.Steps {
-				t.Fatalf("logged %d and %d steps, want %d", len(wantTrain), len(gotTrain), cfg.Steps)
-			}
-			for step, want := range wantTrain {
-				if got := gotTrain[step]; got != want {
-					t.Errorf("step %d: resumed loss %v != uninterrupted %v", step, got, want)
-				}
-			}
-			// Every evaluation of the uninterrupted run, those after the resume included, must be
-			// in the resumed log with the same bits, and no other but the one --stop-at makes at
-			// its last step.
-			if len(wantVal) == 0 {
-				t.Fatal("the uninterrupted run logged no val loss; smallConfig should evaluate")
-			}
-			for step, want := range wantVal {
-				got, ok := gotVal[step]
-				if !ok {
-					t.Errorf("step %d: the resumed run logged no val loss (uninterrupted %v)", step, want)
-				} else if got != want {
-					t.Errorf("step %d: resumed val loss %v != uninterrupted %v", step, got, want)
-				}
-			}
-			for step, got := range gotVal {
-				if _, ok := wantVal[step]; !ok && step != stopAt {
-					t.Errorf("step %d: the resumed run logged val loss %v, the uninterrupted run none", step, got)
-				}
-			}
+			wantTrain := compareResumedLogs(t, full, half, cfg.Steps, stopAt)
 			// The loss must actually fall: the data is learnable.
 			if wantTrain[cfg.Steps] >= wantTrain[1]-0.2 {
 				t.Errorf("loss did not fall: step 1 %.3f, step %d %.3f", wantTrain[1], cfg.Steps, wantTrain[cfg.Steps])
