@@ -50,6 +50,10 @@ type Backend interface {
 	Download(dst []float32, src Buf)
 	// Zero sets every element of b to 0.
 	Zero(b Buf)
+	// QuantizeInt8 returns an int8 copy of the matmul weight(OC,C) for MatmulForwardInt8 (DType
+	// I8, Len OC*C): each output channel's row symmetrically, q = round(w*127/max|w|) with the
+	// scale max|w|/127 kept beside it. A backend without int8 kernels returns a one-line error.
+	QuantizeInt8(weight Buf, OC, C int) (Buf, error)
 	// Sync waits for all queued work to finish (a no-op on the CPU).
 	Sync() error
 
@@ -77,6 +81,12 @@ type Ops interface {
 
 	// MatmulForward: out(N,OC) = inp(N,C) @ weight(OC,C)^T + bias(OC); bias may be nil.
 	MatmulForward(out, inp, weight, bias Buf, N, C, OC int)
+	// MatmulForwardInt8 is MatmulForward for inference with qweight(OC,C) from QuantizeInt8: each
+	// row of inp(N,C) is quantized symmetrically to int8 (scale max|row|/127, round to nearest
+	// even), the products are summed exactly in int32, and out(N,OC) = float32(sum) *
+	// (rowScale*weightScale[oc]) + bias(OC), rounded in that order; bias may be nil. The int32
+	// sums are exact, so the result is the same bits on every kernel and thread count.
+	MatmulForwardInt8(out, inp, qweight, bias Buf, N, C, OC int)
 	// MatmulBackward writes dinp(N,C) = dout @ weight (an activation gradient: overwritten, so
 	// it needs no zeroing) and accumulates the parameter gradients dweight(OC,C) += dout^T @ inp
 	// and dbias(OC) += column sums of dout(N,OC). dbias may be nil (no bias); dinp may be nil (not

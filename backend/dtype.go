@@ -18,6 +18,7 @@ const (
 	BF16              // bfloat16: float32's 8-bit exponent, 7 stored mantissa bits
 	F16               // IEEE binary16: 5-bit exponent (max 65504, subnormals from 2^-24), 10 mantissa bits
 	I32               // int32 (tokens and targets)
+	I8                // int8 with one float32 scale per row (a quantized matmul weight, QuantizeInt8)
 )
 
 // String is the name used on the command line and in run.json: fp32, bf16, fp16, int32.
@@ -31,14 +32,20 @@ func (d DType) String() string {
 		return "fp16"
 	case I32:
 		return "int32"
+	case I8:
+		return "int8"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(d))
 }
 
-// Bytes is the size of one element stored natively in d (2 for the 16-bit formats).
+// Bytes is the size of one element stored natively in d (2 for the 16-bit formats, 1 for int8,
+// whose per-row scales are not counted).
 func (d DType) Bytes() int {
-	if d == BF16 || d == F16 {
+	switch d {
+	case BF16, F16:
 		return 2
+	case I8:
+		return 1
 	}
 	return 4
 }

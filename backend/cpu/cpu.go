@@ -30,7 +30,8 @@ type Backend struct {
 	pool
 	gemm     gemmWorkspace[float32]
 	partials [sumSquaresChunks]float64
-	verbose  io.Writer // where CheckMemory reports the memory plan; nil: nowhere
+	int8     int8Scratch // MatmulForwardInt8's quantized inputs
+	verbose  io.Writer   // where CheckMemory reports the memory plan; nil: nowhere
 }
 
 var _ backend.Backend = (*Backend)(nil)
