@@ -93,15 +93,17 @@ type Ops interface {
 	// needed).
 	MatmulBackward(dinp, dweight, dbias, dout, inp, weight Buf, N, C, OC int)
 
-	// AttentionForward runs causal multi-head self-attention. qkv(B,T,3C) holds q, k, v side by side,
-	// each split into NH heads of size HS. With scores s[t,t2] = q[t].k[t2]/sqrt(HS) for t2 <= t, it
-	// writes out(B,T,C), softmax(s) @ v per head, and lse(B,NH,T), log(sum over t2 of exp(s[t,t2]))
-	// for each query, which is all that backward needs besides qkv and out: the (T,T) attention
-	// matrix is never stored (FlashAttention's scheme).
-	AttentionForward(out, lse, qkv Buf, B, T, C, NH int)
+	// AttentionForward runs multi-head self-attention. qkv(B,T,3C) holds q, k, v side by side, each
+	// split into NH heads of size HS. Query t of sequence b sees the keys t2 that mask allows (see
+	// AttentionMask: t2 <= t when causal, every t2 when not, and only t2 < Lengths[b] with
+	// padding); with scores s[t,t2] = q[t].k[t2]/sqrt(HS) over those keys, it writes out(B,T,C),
+	// softmax(s) @ v per head, and lse(B,NH,T), log(sum over t2 of exp(s[t,t2])) for each query,
+	// which is all that backward needs besides qkv and out: the (T,T) attention matrix is never
+	// stored (FlashAttention's scheme).
+	AttentionForward(out, lse, qkv Buf, B, T, C, NH int, mask AttentionMask)
 	// AttentionBackward writes dqkv(B,T,3C) (overwritten) given dout(B,T,C) and the forward's qkv,
-	// out and lse.
-	AttentionBackward(dqkv, dout, qkv, out, lse Buf, B, T, C, NH int)
+	// out and lse, with the forward's mask; masked keys get zero dk and dv.
+	AttentionBackward(dqkv, dout, qkv, out, lse Buf, B, T, C, NH int, mask AttentionMask)
 	// AttentionForwardCached is AttentionForward for generation with a key/value cache: qkv
 	// (B,Tnew,3C) holds q, k, v of the Tnew new positions pos..pos+Tnew-1 of each sequence, whose
 	// earlier positions' keys and values are in kcache and vcache (B,NH,maxT,HS). It writes the
@@ -141,6 +143,21 @@ type Ops interface {
 	// seed 0 it rounds to nearest even like every op; otherwise stochastically (RoundStochastic),
 	// element i with the bits StochasticBits(seed, i).
 	Convert(dst, src Buf, N int, seed uint64)
+}
+
+// AttentionMask says which keys each query of AttentionForward and AttentionBackward sees.
+// GPT-2 is causal with no padding (AttentionMask{Causal: true}); an encoder such as BERT is
+// bidirectional, with padding when its batch holds sequences shorter than T.
+type AttentionMask struct {
+	// Causal: query t sees keys t2 <= t only; otherwise every key of its sequence.
+	Causal bool
+	// Lengths, int32 (B) or nil (every sequence is T long), holds each sequence's length
+	// 1 <= Lengths[b] <= T: keys at positions >= Lengths[b] are masked out for every query.
+	// Queries at padded positions t >= Lengths[b] are computed like the others, over the valid
+	// keys (all of them, or t2 <= t when causal, which is all of them too), so their outputs are
+	// finite and their gradients exact; a model that ignores those positions gives them zero
+	// dout, and they then contribute nothing to dqkv.
+	Lengths Buf
 }
 
 // AdamWParams are the scalars of one AdamW update.

@@ -291,7 +291,7 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 			residual = a.res3[l-1]
 		}
 		be.MatmulForward(a.qkv[l], a.ln1[l], p.qkvw[l], p.qkvb[l], BT, C, 3*C)
-		be.AttentionForward(a.atty[l], a.attLse[l], a.qkv[l], B, T, C, NH)
+		be.AttentionForward(a.atty[l], a.attLse[l], a.qkv[l], B, T, C, NH, backend.AttentionMask{Causal: true})
 		be.MatmulForward(a.attproj[l], a.atty[l], p.attprojw[l], p.attprojb[l], BT, C, C)
 		be.ResidualLayerNormForward(a.residual2[l], a.ln2[l], a.ln2Mean[l], a.ln2Rstd[l], residual, a.attproj[l], p.ln2w[l], p.ln2b[l], BT, C)
 		be.MatmulForward(a.fch[l], a.ln2[l], p.fcw[l], p.fcb[l], BT, C, 4*C)
@@ -381,7 +381,7 @@ func (m *Model) Backward(lossScale float32) error {
 		be.LayerNormBackward(a.dresidual, g.ln2w[l], g.ln2b[l], a.dln2, a.residual2[l], p.ln2w[l], a.ln2Mean[l], a.ln2Rstd[l], BT, C)
 		// Attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual)))).
 		be.MatmulBackward(a.datty, g.attprojw[l], g.attprojb[l], a.dresidual, a.atty[l], p.attprojw[l], BT, C, C)
-		be.AttentionBackward(a.dqkv, a.datty, a.qkv[l], a.atty[l], a.attLse[l], B, T, C, NH)
+		be.AttentionBackward(a.dqkv, a.datty, a.qkv[l], a.atty[l], a.attLse[l], B, T, C, NH, backend.AttentionMask{Causal: true})
 		be.MatmulBackward(a.dln1, g.qkvw[l], g.qkvb[l], a.dqkv, a.ln1[l], p.qkvw[l], BT, C, 3*C)
 		be.LayerNormBackward(a.dresidual, g.ln1w[l], g.ln1b[l], a.dln1, residual, p.ln1w[l], a.ln1Mean[l], a.ln1Rstd[l], BT, C)
 		endLayer()

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -17,7 +18,8 @@ import (
 //
 // Notation for one batch b and head h, with HS = C/NH: q_i, k_j, v_j are the HS-wide head slices
 // of qkv(B,T,3C) at query i and key j (q at column h*HS, k at C+h*HS, v at 2C+h*HS),
-// s_ij = q_i.k_j/sqrt(HS) for j <= i, p_ij = exp(s_ij - lse_i) with lse_i = log(sum_j exp(s_ij)),
+// s_ij = q_i.k_j/sqrt(HS) for the keys j that query i sees (j <= i when causal, every j when
+// not, and j < len_b, the sequence's length, with padding: see backend.AttentionMask), p_ij = exp(s_ij - lse_i) with lse_i = log(sum_j exp(s_ij)),
 // and o_i = sum_j p_ij v_j.
 
 const (
@@ -25,22 +27,75 @@ const (
 	attnKeyBlock   = 64 // keys whose scores are held at a time
 )
 
-// AttentionForward runs causal multi-head self-attention; see backend.Ops.
-func (be *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int) {
-	attentionForward(&be.pool, Floats(out), Floats(lse), Floats(qkv), B, T, C, NH)
+// AttentionForward runs multi-head self-attention; see backend.Ops.
+func (be *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int, mask backend.AttentionMask) {
+	attentionForward(&be.pool, Floats(out), Floats(lse), Floats(qkv), B, T, C, NH, cpuMask(mask))
 	be.round(out, B*T*C)
 	be.round(lse, B*NH*T)
 }
 
 // AttentionBackward writes dqkv(B,T,3C); see backend.Ops.
-func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T, C, NH int) {
-	attentionBackward(&be.pool, Floats(dqkv), Floats(dout), Floats(qkv), Floats(out), Floats(lse), B, T, C, NH)
+func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T, C, NH int, mask backend.AttentionMask) {
+	attentionBackward(&be.pool, Floats(dqkv), Floats(dout), Floats(qkv), Floats(out), Floats(lse), B, T, C, NH, cpuMask(mask))
 	be.round(dqkv, B*T*3*C)
 }
 
-// attentionShape is the geometry shared by the forward and backward jobs.
+// attentionMask is backend.AttentionMask on host memory.
+type attentionMask struct {
+	causal  bool
+	lengths []int32 // (B), or nil: every sequence is T long
+}
+
+// causalMask is GPT-2's mask.
+var causalMask = attentionMask{causal: true}
+
+func cpuMask(m backend.AttentionMask) attentionMask {
+	return attentionMask{causal: m.Causal, lengths: Int32s(m.Lengths)}
+}
+
+// attentionShape is the geometry and mask shared by the forward and backward jobs.
 type attentionShape struct {
 	B, T, C, NH, HS int
+	attentionMask
+}
+
+// newAttentionShape checks the mask's lengths, which must lie in [1, T].
+func newAttentionShape(B, T, C, NH int, mask attentionMask) attentionShape {
+	if mask.lengths != nil {
+		mask.lengths = mask.lengths[:B]
+		for b, n := range mask.lengths {
+			if n < 1 || int(n) > T {
+				panic(fmt.Sprintf("cpu: attention: sequence %d has length %d, want 1..%d", b, n, T))
+			}
+		}
+	}
+	return attentionShape{B: B, T: T, C: C, NH: NH, HS: C / NH, attentionMask: mask}
+}
+
+// seqLen is the number of valid (unpadded) positions of sequence b.
+func (s attentionShape) seqLen(b int) int {
+	if s.lengths == nil {
+		return s.T
+	}
+	return int(s.lengths[b])
+}
+
+// keyEnd returns the end of the keys [0, keyEnd) that query i of a sequence of length seqLen sees;
+// it never decreases with i.
+func (s attentionShape) keyEnd(i, seqLen int) int {
+	if s.causal {
+		return min(i+1, seqLen)
+	}
+	return seqLen
+}
+
+// firstQuery returns the first query that sees key j (when j < seqLen); every later query sees
+// it too.
+func (s attentionShape) firstQuery(j int) int {
+	if s.causal {
+		return j
+	}
+	return 0
 }
 
 // rowBase returns the offset in a (B,T,width) buffer of batch b, time 0, column col.
@@ -119,8 +174,8 @@ func unpackRows[F Float](dst, src []F, n, hs, stride int) {
 // attentionForward writes out(B,T,C), o_i for every batch, head and query, and lse(B,NH,T), the
 // log-sum-exp of each query's scaled scores, given qkv(B,T,3C). Tasks are (batch, head) pairs;
 // each query's output is computed in a fixed order of keys.
-func attentionForward[F Float](p *pool, out, lse, qkv []F, B, T, C, NH int) {
-	shape := attentionShape{B: B, T: T, C: C, NH: NH, HS: C / NH}
+func attentionForward[F Float](p *pool, out, lse, qkv []F, B, T, C, NH int, mask attentionMask) {
+	shape := newAttentionShape(B, T, C, NH, mask)
 	if smallAttentionForwardRun(p, out[:B*T*C], lse[:B*NH*T], qkv[:B*T*3*C], shape) {
 		return
 	}
@@ -128,7 +183,7 @@ func attentionForward[F Float](p *pool, out, lse, qkv []F, B, T, C, NH int) {
 	scratch := reuse[attentionScratch[F]](p)
 	scratch.ensure(p.threads, T, C/NH)
 	*job = attentionForwardJob[F]{
-		attentionShape: attentionShape{B: B, T: T, C: C, NH: NH, HS: C / NH},
+		attentionShape: shape,
 		out:            out[:B*T*C], lse: lse[:B*NH*T], qkv: qkv[:B*T*3*C], scratch: scratch,
 	}
 	p.forTasks(B*NH, job)
@@ -150,6 +205,7 @@ func (job *attentionForwardJob[F]) runTask(worker, bh int) {
 	outs := job.out[job.rowBase(b, C, h*HS):]
 	lse := job.lse[bh*T:][:T]
 	scale := F(1 / math.Sqrt(float64(HS)))
+	seqLen := job.seqLen(b)
 
 	for i0 := 0; i0 < T; i0 += attnQueryBlock {
 		i1 := min(T, i0+attnQueryBlock)
@@ -159,11 +215,16 @@ func (job *attentionForwardJob[F]) runTask(worker, bh int) {
 			runMax[i-i0] = F(math.Inf(-1))
 			runSum[i-i0] = 0
 		}
-		for j0 := 0; j0 < i1; j0 += attnKeyBlock {
-			j1 := min(j0+attnKeyBlock, i1)
-			for i := max(i0, j0); i < i1; i++ {
-				// Keys j0..min(j1, i+1)-1 are visible to query i.
-				s := ws.scores[:min(j1, i+1)-j0]
+		keyEnd := job.keyEnd(i1-1, seqLen) // the block's last query sees the most keys
+		for j0 := 0; j0 < keyEnd; j0 += attnKeyBlock {
+			j1 := min(j0+attnKeyBlock, keyEnd)
+			for i := i0; i < i1; i++ {
+				// Keys j0..min(j1, keyEnd(i))-1 are visible to query i.
+				n := min(j1, job.keyEnd(i, seqLen)) - j0
+				if n <= 0 {
+					continue
+				}
+				s := ws.scores[:n]
 				dotRows(s, queries[i*HS:][:HS], keys[j0*HS:], HS, scale)
 				oldMax := runMax[i-i0]
 				newMax := oldMax
@@ -201,8 +262,8 @@ func (job *attentionForwardJob[F]) runTask(worker, bh int) {
 // and its slice of dqkv. It walks the key blocks in order and, for each, the query blocks that see
 // it in order: the block's probabilities and score gradients, kept transposed, then update dk and
 // dv key by key with the block's queries, each sum accumulated in registers.
-func attentionBackward[F Float](p *pool, dqkv, dout, qkv, out, lse []F, B, T, C, NH int) {
-	shape := attentionShape{B: B, T: T, C: C, NH: NH, HS: C / NH}
+func attentionBackward[F Float](p *pool, dqkv, dout, qkv, out, lse []F, B, T, C, NH int, mask attentionMask) {
+	shape := newAttentionShape(B, T, C, NH, mask)
 	if smallAttentionBackwardRun(p, dqkv[:B*T*3*C], dout[:B*T*C], qkv[:B*T*3*C], out[:B*T*C], lse[:B*NH*T], shape) {
 		return
 	}
@@ -210,7 +271,7 @@ func attentionBackward[F Float](p *pool, dqkv, dout, qkv, out, lse []F, B, T, C,
 	scratch := reuse[attentionScratch[F]](p)
 	scratch.ensure(p.threads, T, C/NH)
 	*job = attentionBackwardJob[F]{
-		attentionShape: attentionShape{B: B, T: T, C: C, NH: NH, HS: C / NH},
+		attentionShape: shape,
 		dqkv:           dqkv[:B*T*3*C], dout: dout[:B*T*C], qkv: qkv[:B*T*3*C], out: out[:B*T*C],
 		lse: lse[:B*NH*T], scratch: scratch,
 	}
@@ -238,6 +299,7 @@ func (job *attentionBackwardJob[F]) runTask(worker, bh int) {
 	outs := job.out[job.rowBase(b, C, h*HS):]
 	lse := job.lse[bh*T:][:T]
 	scale := F(1 / math.Sqrt(float64(HS)))
+	seqLen := job.seqLen(b)
 
 	// D_i, one dot product per query; and dq, which sums over the key blocks below, from zero.
 	dotOut := ws.dotOut[:T]
@@ -251,13 +313,19 @@ func (job *attentionBackwardJob[F]) runTask(worker, bh int) {
 		dkeys, dvalues := ws.dkeys[:len(keyBlock)], ws.dvalues[:len(keyBlock)]
 		clear(dkeys)
 		clear(dvalues)
-		for i0 := j0 - j0%attnQueryBlock; i0 < T; i0 += attnQueryBlock {
+		// Keys at or past seqLen are seen by no query: their dk and dv stay zero.
+		first := job.firstQuery(j0)
+		for i0 := first - first%attnQueryBlock; i0 < T && j0 < seqLen; i0 += attnQueryBlock {
 			i1 := min(i0+attnQueryBlock, T)
 			nq := i1 - i0
-			// probsT[j*nq+i-i0] is p for query i and key j0+j, dscoresT[...] its ds, where j0+j <= i.
+			// probsT[j*nq+i-i0] is p for query i and key j0+j, dscoresT[...] its ds, where query i
+			// sees key j0+j.
 			probsT, dscoresT := ws.scoresT[:(j1-j0)*nq], ws.dscoresT[:(j1-j0)*nq]
-			for i := max(i0, j0); i < i1; i++ {
-				n := min(j1, i+1) - j0
+			for i := i0; i < i1; i++ {
+				n := min(j1, job.keyEnd(i, seqLen)) - j0
+				if n <= 0 {
+					continue
+				}
 				q, do := queries[i*HS:][:HS], douts[i*HS:][:HS]
 				p, ds := ws.scores[:n], ws.dscores[:n]
 				dotRows(p, q, keyBlock, HS, scale)
@@ -272,8 +340,8 @@ func (job *attentionBackwardJob[F]) runTask(worker, bh int) {
 				}
 			}
 			for j := range j1 - j0 {
-				first := max(j0+j, i0) // the block's first query that sees key j0+j
-				if first >= i1 {
+				first := max(job.firstQuery(j0+j), i0) // the block's first query that sees key j0+j
+				if first >= i1 || j0+j >= seqLen {
 					break
 				}
 				f := first - i0

@@ -10,8 +10,9 @@ import (
 // scores, so each of the products S = Q K^T, O = P V and, in the backward, dP = dO V^T,
 // dQ = dS K, dK = dS^T Q, dV = P^T dO is a handful of 6x16 tiles over packed panels instead of
 // one short dot product or weighted row sum per query, which at nanoGPT's T = 64, HS = 32 cost
-// more in calls and horizontal sums than in arithmetic. Tiles wholly above the causal diagonal
-// are skipped, and a product over keys stops at the last key its rows can see. Every output
+// more in calls and horizontal sums than in arithmetic. Tiles of keys that no row of the tile sees
+// (above the causal diagonal, past the sequence's length) are skipped, and a product over keys
+// stops at the last key its rows can see; masked probabilities inside a tile are exact zeros. Every output
 // element is still one lane summed in a fixed order, so results do not depend on the thread
 // count. The forward saves only lse, as the flash path does, and the backward recomputes P.
 
@@ -94,12 +95,13 @@ func smallAttnPackB(dst, src []float32, T, HS, stride int) {
 	}
 }
 
-// smallAttnScores sets the tiles of s (row stride T16) that hold any j <= i to a @ b for the
-// A panels a (T6 rows) and B panels b (T16 columns) of depth HS.
-func smallAttnScores(s, a, b []float32, T, HS int) {
+// smallAttnScores sets the tiles of s (row stride T16) that hold any key j seen by query i to
+// a @ b for the A panels a (T6 rows) and B panels b (T16 columns) of depth HS.
+func smallAttnScores(s, a, b []float32, sh attentionShape, seqLen int) {
+	T, HS := sh.T, sh.HS
 	T16 := roundUp(T, sgemmNR)
 	for i := 0; i < T; i += sgemmMR {
-		for j := 0; j <= min(i+sgemmMR-1, T-1); j += sgemmNR {
+		for j := 0; j < sh.keyEnd(min(i+sgemmMR, T)-1, seqLen); j += sgemmNR {
 			c := s[i*T16+j:]
 			_ = c[(sgemmMR-1)*T16+sgemmNR-1]
 			sgemmKernel6x16(HS, &a[i*HS], &b[j*HS], &c[0], T16, &sgemmZeros[0], 0)
@@ -108,14 +110,16 @@ func smallAttnScores(s, a, b []float32, T, HS int) {
 }
 
 // smallAttnProduct sets or adds (accumulate) the (T, HS) product of the A panels a (row panel
-// r at a[r*6*T:], depth T) and the B panels b (depth T) into c (row stride ldc). The product is
-// causal, so only part of the depth is nonzero: when queryRows, a's rows are queries and the panel
-// of rows i..i+5 sees keys [0, i+6); otherwise they are keys, seen by queries [i, T).
-func smallAttnProduct(c, a, b []float32, T, HS, ldc int, accumulate, queryRows bool) {
+// r at a[r*6*T:], depth T) and the B panels b (depth T) into c (row stride ldc). Only part of the
+// depth may be nonzero: when queryRows, a's rows are queries and the panel of rows i..i+5 sees
+// keys [0, keyEnd(i+5)); otherwise they are keys, seen by queries [firstQuery(i), T) (or none,
+// past the sequence's length, whose entries are zeros).
+func smallAttnProduct(c, a, b []float32, sh attentionShape, seqLen, ldc int, accumulate, queryRows bool) {
+	T, HS := sh.T, sh.HS
 	for i := 0; i < T; i += sgemmMR {
-		k0, k1 := i, T
+		k0, k1 := sh.firstQuery(i), T
 		if queryRows {
-			k0, k1 = 0, min(T, i+sgemmMR)
+			k0, k1 = 0, sh.keyEnd(min(T, i+sgemmMR)-1, seqLen)
 		}
 		if k1 <= k0 {
 			continue
@@ -147,17 +151,16 @@ func smallAttnProduct(c, a, b []float32, T, HS, ldc int, accumulate, queryRows b
 	}
 }
 
-// smallAttnSoftmaxRow turns row, query i's scores (row[j] for j <= i, room for at least
-// roundUp(i+1, 8) values), into exp(scale*row[j] - shift) and returns their sum; shift is the
-// scaled maximum when useMax, else the given lse. It also zeroes the keys j in (i, lastKey] that
-// the 6-row panels of the products read (lastKey: the last key of i's panel of queries, below
-// T).
-func smallAttnSoftmaxRow(row []float32, i, lastKey int, scale float32, useMax bool, shift float32) (sum, maxScore float32) {
-	n8 := roundUp(i+1, 8)
+// smallAttnSoftmaxRow turns row, a query's scores of the n keys it sees (row[j] for j < n, room
+// for at least roundUp(n, 8) values), into exp(scale*row[j] - shift) and returns their sum; shift
+// is the scaled maximum when useMax, else the given lse. It also zeroes the keys j in
+// [n, lastKey] that the 6-row panels of the products read (smallAttnLastKey).
+func smallAttnSoftmaxRow(row []float32, n, lastKey int, scale float32, useMax bool, shift float32) (sum, maxScore float32) {
+	n8 := roundUp(n, 8)
 	row = row[:max(n8, lastKey+1)]
 	if useMax {
 		maxScore = float32(math.Inf(-1))
-		for j, v := range row[:i+1] {
+		for j, v := range row[:n] {
 			v *= scale
 			row[j] = v
 			if v > maxScore { // a NaN score is caught by the sum
@@ -166,12 +169,12 @@ func smallAttnSoftmaxRow(row []float32, i, lastKey int, scale float32, useMax bo
 		}
 		shift = maxScore
 	} else {
-		for j := range row[:i+1] {
+		for j := range row[:n] {
 			row[j] *= scale
 		}
 	}
 	// exp(-inf) is exactly 0 and adds nothing to the sum, which lets the kernel run on whole vectors.
-	for j := i + 1; j < n8; j++ {
+	for j := n; j < n8; j++ {
 		row[j] = float32(math.Inf(-1))
 	}
 	sum = expShifted(row[:n8], shift)
@@ -179,6 +182,16 @@ func smallAttnSoftmaxRow(row []float32, i, lastKey int, scale float32, useMax bo
 		clear(row[n8 : lastKey+1])
 	}
 	return sum, maxScore
+}
+
+// smallAttnLastKey is the last key of query i's row of probabilities that the products read:
+// the query panel's last key (causal) or the sequence's last (the key panels' products read
+// every query's row).
+func smallAttnLastKey(sh attentionShape, i int) int {
+	if sh.causal {
+		return min(sh.T, i/sgemmMR*sgemmMR+sgemmMR) - 1
+	}
+	return sh.T - 1
 }
 
 // smallAttnPackRowsA packs rows [0, T) of the row-major (T, T) block m (row stride ld) as A
@@ -202,20 +215,22 @@ func smallAttentionForward(ws *smallAttnWorkspace, out, lse, qkv []float32, s at
 	smallAttnPackA(ws.qA, qkv[s.rowBase(b, 3*C, h*HS):], T, HS, stride)
 	smallAttnPackTransposedB(ws.kTB, qkv[s.rowBase(b, 3*C, C+h*HS):], T, HS, stride)
 	smallAttnPackB(ws.vB, qkv[s.rowBase(b, 3*C, 2*C+h*HS):], T, HS, stride)
-	smallAttnScores(ws.scores, ws.qA, ws.kTB, T, HS)
+	seqLen := s.seqLen(b)
+	smallAttnScores(ws.scores, ws.qA, ws.kTB, s, seqLen)
 	scale := float32(1 / math.Sqrt(float64(HS)))
 	lse = lse[bh*T:][:T]
 	for i := range T {
 		row := ws.scores[i*T16 : (i+1)*T16]
-		sum, maxScore := smallAttnSoftmaxRow(row, i, min(T, i/sgemmMR*sgemmMR+sgemmMR)-1, scale, true, 0)
+		n := s.keyEnd(i, seqLen)
+		sum, maxScore := smallAttnSoftmaxRow(row, n, smallAttnLastKey(s, i), scale, true, 0)
 		lse[i] = maxScore + float32(math.Log(float64(sum)))
 		inv := 1 / sum
-		for j := range row[:i+1] {
+		for j := range row[:n] {
 			row[j] *= inv
 		}
 	}
 	smallAttnPackRowsA(ws.pA, ws.scores, T, T16, false)
-	smallAttnProduct(out[s.rowBase(b, C, h*HS):], ws.pA, ws.vB, T, HS, C, false, true)
+	smallAttnProduct(out[s.rowBase(b, C, h*HS):], ws.pA, ws.vB, s, seqLen, C, false, true)
 }
 
 // smallAttentionBackward is attentionBackward's task for one (batch, head) on this path.
@@ -233,8 +248,9 @@ func smallAttentionBackward(ws *smallAttnWorkspace, dqkv, dout, qkv, out, lse []
 	smallAttnPackB(ws.kB, k, T, HS, stride)
 	smallAttnPackB(ws.qB, q, T, HS, stride)
 	smallAttnPackB(ws.doB, do, T, HS, C)
-	smallAttnScores(ws.scores, ws.qA, ws.kTB, T, HS)
-	smallAttnScores(ws.dp, ws.doA, ws.vTB, T, HS)
+	seqLen := s.seqLen(b)
+	smallAttnScores(ws.scores, ws.qA, ws.kTB, s, seqLen)
+	smallAttnScores(ws.dp, ws.doA, ws.vTB, s, seqLen)
 	scale := float32(1 / math.Sqrt(float64(HS)))
 	lse = lse[bh*T:][:T]
 	dotOut := ws.dotOut[:T]
@@ -243,23 +259,23 @@ func smallAttentionBackward(ws *smallAttnWorkspace, dqkv, dout, qkv, out, lse []
 	}
 	for i := range T {
 		// p_ij = exp(scale*s_ij - lse_i), and ds_ij = p_ij (dp_ij - D_i) scale in place of dp_ij.
-		lastKey := min(T, i/sgemmMR*sgemmMR+sgemmMR) - 1
+		lastKey, n := smallAttnLastKey(s, i), s.keyEnd(i, seqLen)
 		p := ws.scores[i*T16 : (i+1)*T16]
-		smallAttnSoftmaxRow(p, i, lastKey, scale, false, lse[i])
+		smallAttnSoftmaxRow(p, n, lastKey, scale, false, lse[i])
 		ds := ws.dp[i*T16 : (i+1)*T16]
-		for j, pij := range p[:i+1] {
+		for j, pij := range p[:n] {
 			ds[j] = pij * (ds[j] - dotOut[i]) * scale
 		}
-		if lastKey > i {
-			clear(ds[i+1 : lastKey+1])
+		if lastKey >= n {
+			clear(ds[n : lastKey+1])
 		}
 	}
 	smallAttnPackRowsA(ws.dsA, ws.dp, T, T16, false)
 	smallAttnPackRowsA(ws.dsTA, ws.dp, T, T16, true)
 	smallAttnPackRowsA(ws.pTA, ws.scores, T, T16, true)
-	smallAttnProduct(dqkv[s.rowBase(b, 3*C, h*HS):], ws.dsA, ws.kB, T, HS, stride, false, true)
-	smallAttnProduct(dqkv[s.rowBase(b, 3*C, C+h*HS):], ws.dsTA, ws.qB, T, HS, stride, false, false)
-	smallAttnProduct(dqkv[s.rowBase(b, 3*C, 2*C+h*HS):], ws.pTA, ws.doB, T, HS, stride, false, false)
+	smallAttnProduct(dqkv[s.rowBase(b, 3*C, h*HS):], ws.dsA, ws.kB, s, seqLen, stride, false, true)
+	smallAttnProduct(dqkv[s.rowBase(b, 3*C, C+h*HS):], ws.dsTA, ws.qB, s, seqLen, stride, false, false)
+	smallAttnProduct(dqkv[s.rowBase(b, 3*C, 2*C+h*HS):], ws.pTA, ws.doB, s, seqLen, stride, false, false)
 }
 
 // smallAttentionForwardJob and smallAttentionBackwardJob run the tasks above over (batch, head)

@@ -17,13 +17,26 @@ var attentionShapes = []struct{ B, T, C, NH int }{
 // attentionReference computes out(B,T,C) and lse(B,NH,T) naively: all scores of a query, softmax
 // with the maximum subtracted, weighted sum of values.
 func attentionReference(qkv []float64, B, T, C, NH int) (out, lse []float64) {
+	return maskedAttentionReference(qkv, B, T, C, NH, causalMask)
+}
+
+// maskedAttentionReference is attentionReference under any mask: query t of sequence b sees the
+// keys t2 < len[b], and only t2 <= t when causal.
+func maskedAttentionReference(qkv []float64, B, T, C, NH int, mask attentionMask) (out, lse []float64) {
 	HS := C / NH
 	out, lse = make([]float64, B*T*C), make([]float64, B*NH*T)
 	at := func(b, t, part, h, i int) float64 { return qkv[(b*T+t)*3*C+part*C+h*HS+i] }
 	for b := range B {
 		for h := range NH {
 			for t := range T {
-				scores := make([]float64, t+1)
+				seen := T
+				if mask.lengths != nil {
+					seen = int(mask.lengths[b])
+				}
+				if mask.causal {
+					seen = min(seen, t+1)
+				}
+				scores := make([]float64, seen)
 				maxScore := math.Inf(-1)
 				for t2 := range scores {
 					for i := range HS {
@@ -56,7 +69,7 @@ func TestAttentionForward(t *testing.T) {
 			qkv := randoms[float64](r, s.B*s.T*3*s.C)
 			// Outputs start as garbage: the op must overwrite them.
 			out, lse := randoms[float64](r, s.B*s.T*s.C), randoms[float64](r, s.B*s.NH*s.T)
-			attentionForward(testPool, out, lse, qkv, s.B, s.T, s.C, s.NH)
+			attentionForward(testPool, out, lse, qkv, s.B, s.T, s.C, s.NH, causalMask)
 			wantOut, wantLse := attentionReference(qkv, s.B, s.T, s.C, s.NH)
 			checkClose(t, "out", out, wantOut, 1e-12)
 			checkClose(t, "lse", lse, wantLse, 1e-12)
@@ -73,13 +86,13 @@ func TestAttentionBackward(t *testing.T) {
 			R := randoms[float64](r, B*T*C)
 			out, lse := make([]float64, B*T*C), make([]float64, B*NH*T)
 			loss := func() float64 {
-				attentionForward(testPool, out, lse, qkv, B, T, C, NH)
+				attentionForward(testPool, out, lse, qkv, B, T, C, NH, causalMask)
 				return dot(out, R)
 			}
 			loss()
 			dqkv0 := randoms[float64](r, len(qkv))
 			dqkv := clone(dqkv0)
-			attentionBackward(testPool, dqkv, R, qkv, out, lse, B, T, C, NH)
+			attentionBackward(testPool, dqkv, R, qkv, out, lse, B, T, C, NH, causalMask)
 			checkGrad(t, "dqkv", qkv, dqkv, loss) // overwritten: its random start must not show
 		})
 	}
@@ -108,21 +121,21 @@ func checkAttentionFloat32(t *testing.T, r *rand.Rand, B, T, C, NH int) {
 	qkv64, dout64 := randoms[float64](r, B*T*3*C), randoms[float64](r, B*T*C)
 	dqkv0 := randoms[float64](r, B*T*3*C) // garbage that the op must overwrite
 	out64, lse64, dqkv64 := make([]float64, B*T*C), make([]float64, B*NH*T), clone(dqkv0)
-	attentionForward(testPool, out64, lse64, qkv64, B, T, C, NH)
-	attentionBackward(testPool, dqkv64, dout64, qkv64, out64, lse64, B, T, C, NH)
+	attentionForward(testPool, out64, lse64, qkv64, B, T, C, NH, causalMask)
+	attentionBackward(testPool, dqkv64, dout64, qkv64, out64, lse64, B, T, C, NH, causalMask)
 
 	qkv, dout := to32(qkv64), to32(dout64)
 	out, lse, dqkv := to32(randoms[float64](r, B*T*C)), make([]float32, B*NH*T), to32(dqkv0)
-	attentionForward(testPool, out, lse, qkv, B, T, C, NH)
-	attentionBackward(testPool, dqkv, dout, qkv, out, lse, B, T, C, NH)
+	attentionForward(testPool, out, lse, qkv, B, T, C, NH, causalMask)
+	attentionBackward(testPool, dqkv, dout, qkv, out, lse, B, T, C, NH, causalMask)
 	checkClose(t, "out", out, to32(out64), 1e-5)
 	checkClose(t, "lse", lse, to32(lse64), 1e-5)
 	checkClose(t, "dqkv", dqkv, to32(dqkv64), 1e-4)
 
 	one := &pool{threads: 1}
 	out1, lse1, dqkv1 := make([]float32, B*T*C), make([]float32, B*NH*T), to32(dqkv0)
-	attentionForward(one, out1, lse1, qkv, B, T, C, NH)
-	attentionBackward(one, dqkv1, dout, qkv, out1, lse1, B, T, C, NH)
+	attentionForward(one, out1, lse1, qkv, B, T, C, NH, causalMask)
+	attentionBackward(one, dqkv1, dout, qkv, out1, lse1, B, T, C, NH, causalMask)
 	checkClose(t, "out with 1 thread", out1, out, 0)
 	checkClose(t, "lse with 1 thread", lse1, lse, 0)
 	checkClose(t, "dqkv with 1 thread", dqkv1, dqkv, 0)
@@ -135,7 +148,7 @@ func TestAttentionPropagatesNaN(t *testing.T) {
 	qkv := randoms[float32](newRand(10), B*T*3*C)
 	qkv[2*3*C] = float32(math.NaN()) // query 2, head 0
 	out, lse := make([]float32, B*T*C), make([]float32, B*NH*T)
-	attentionForward(testPool, out, lse, qkv, B, T, C, NH)
+	attentionForward(testPool, out, lse, qkv, B, T, C, NH, causalMask)
 	for i, v := range out[2*C : 2*C+C/NH] {
 		if !math.IsNaN(float64(v)) {
 			t.Errorf("out[2, head 0][%d] = %g, want NaN", i, v)

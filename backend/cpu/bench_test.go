@@ -130,13 +130,13 @@ func BenchmarkAttention(b *testing.B) {
 		flops := pairs * 4 * float64(s.C/s.NH)
 		b.Run(fmt.Sprintf("forward/B=%d,T=%d,C=%d", s.B, s.T, s.C), func(b *testing.B) {
 			for b.Loop() {
-				be.AttentionForward(out, lse, qkv, s.B, s.T, s.C, s.NH)
+				be.AttentionForward(out, lse, qkv, s.B, s.T, s.C, s.NH, backend.AttentionMask{Causal: true})
 			}
 			report(b, flops, 0)
 		})
 		b.Run(fmt.Sprintf("backward/B=%d,T=%d,C=%d", s.B, s.T, s.C), func(b *testing.B) {
 			for b.Loop() {
-				be.AttentionBackward(dqkv, dout, qkv, out, lse, s.B, s.T, s.C, s.NH)
+				be.AttentionBackward(dqkv, dout, qkv, out, lse, s.B, s.T, s.C, s.NH, backend.AttentionMask{Causal: true})
 			}
 			report(b, 2*flops, 0)
 		})

@@ -103,8 +103,8 @@ func TestThreadDeterminism(t *testing.T) {
 
 		qkv, dqkv := buf(randoms[float32](r, N*3*C)), buf(randoms[float32](r, N*3*C))
 		lse := be.Alloc(B * NH * T)
-		be.AttentionForward(x, lse, qkv, B, T, C, NH)
-		be.AttentionBackward(dqkv, dx, qkv, x, lse, B, T, C, NH)
+		be.AttentionForward(x, lse, qkv, B, T, C, NH, backend.AttentionMask{Causal: true})
+		be.AttentionBackward(dqkv, dx, qkv, x, lse, B, T, C, NH, backend.AttentionMask{Causal: true})
 		for name, b := range map[string]backend.Buf{"attention out": x, "lse": lse, "dqkv": dqkv} {
 			keep(name, b)
 		}

@@ -143,15 +143,15 @@ func TestOps16BitAreFP32RoundedOnce(t *testing.T) {
 			// Attention (flash path at this T; the short-sequence path is covered below).
 			for _, TT := range []int{T, 8} {
 				qkv, att, lse := tw(B*TT*3*C, 1), tw(B*TT*C, 0), f32(B*NH*TT, 0)
-				be.AttentionForward(att.ref, lse.ref, qkv.ref, B, TT, C, NH)
-				be.AttentionForward(att.low, lse.low, qkv.low, B, TT, C, NH)
+				be.AttentionForward(att.ref, lse.ref, qkv.ref, B, TT, C, NH, backend.AttentionMask{Causal: true})
+				be.AttentionForward(att.low, lse.low, qkv.low, B, TT, C, NH, backend.AttentionMask{Causal: true})
 				checkRoundedOnce(t, fmt.Sprintf("AttentionForward T=%d out", TT), dt, att)
 				checkRoundedOnce(t, fmt.Sprintf("AttentionForward T=%d lse", TT), backend.F32, lse)
 				// The backward reads the stored (rounded) output, on both sides.
 				attOut := newTwin(be, dt, Floats(att.low))
 				dqkv, datt := tw(B*TT*3*C, 0), tw(B*TT*C, 1)
-				be.AttentionBackward(dqkv.ref, datt.ref, qkv.ref, attOut.ref, lse.ref, B, TT, C, NH)
-				be.AttentionBackward(dqkv.low, datt.low, qkv.low, attOut.low, lse.low, B, TT, C, NH)
+				be.AttentionBackward(dqkv.ref, datt.ref, qkv.ref, attOut.ref, lse.ref, B, TT, C, NH, backend.AttentionMask{Causal: true})
+				be.AttentionBackward(dqkv.low, datt.low, qkv.low, attOut.low, lse.low, B, TT, C, NH, backend.AttentionMask{Causal: true})
 				checkRoundedOnce(t, fmt.Sprintf("AttentionBackward T=%d dqkv", TT), dt, dqkv)
 			}
 

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gpt2go/gpt2go/backend"
 )
 
 // rangeRecorder records which ranges forRanges handed out.
@@ -165,7 +167,7 @@ func TestBackendWorkersStop(t *testing.T) {
 	run := func(be *Backend) {
 		x := be.Alloc(1 << 16)
 		be.GeluForward(x, x, 1<<16)
-		be.AttentionForward(be.Alloc(2*64*32), be.Alloc(2*2*64), be.Alloc(2*64*96), 2, 64, 32, 2)
+		be.AttentionForward(be.Alloc(2*64*32), be.Alloc(2*2*64), be.Alloc(2*64*96), 2, 64, 32, 2, backend.AttentionMask{Causal: true})
 	}
 	t.Run("Close", func(t *testing.T) {
 		base := settledGoroutines()

@@ -164,13 +164,13 @@ func TestOpsMatchCPU(t *testing.T) {
 			r.check("MatmulBackward dbias", mdb, tol)
 
 			qkv, att, lse := r.rand(N*3*C, 1), r.rand(N*C, 1), r.rand(B*NH*T, 1)
-			r.cpu.AttentionForward(att.c, lse.c, qkv.c, B, T, C, NH)
-			g.AttentionForward(att.g, lse.g, qkv.g, B, T, C, NH)
+			r.cpu.AttentionForward(att.c, lse.c, qkv.c, B, T, C, NH, backend.AttentionMask{Causal: true})
+			g.AttentionForward(att.g, lse.g, qkv.g, B, T, C, NH, backend.AttentionMask{Causal: true})
 			r.check("AttentionForward out", att, tol)
 			r.check("AttentionForward lse", lse, tol)
 			dqkv := r.rand(N*3*C, 1)
-			r.cpu.AttentionBackward(dqkv.c, dout.c, qkv.c, att.c, lse.c, B, T, C, NH)
-			g.AttentionBackward(dqkv.g, dout.g, qkv.g, att.g, lse.g, B, T, C, NH)
+			r.cpu.AttentionBackward(dqkv.c, dout.c, qkv.c, att.c, lse.c, B, T, C, NH, backend.AttentionMask{Causal: true})
+			g.AttentionBackward(dqkv.g, dout.g, qkv.g, att.g, lse.g, B, T, C, NH, backend.AttentionMask{Causal: true})
 			r.check("AttentionBackward dqkv", dqkv, 1e-4)
 
 			h, hg := r.rand(N*4*C, 3), r.rand(N*4*C, 1)
@@ -252,18 +252,18 @@ func TestAttentionShapes(t *testing.T) {
 					q := r.rand(B*T*3*C+1, scale)
 					qkv = &pair{c: r.cpu.View(q.c, 1, B*T*3*C), g: g.View(q.g, 1, B*T*3*C)}
 				}
-				r.cpu.AttentionForward(out.c, lse.c, qkv.c, B, T, C, NH)
-				g.AttentionForward(out.g, lse.g, qkv.g, B, T, C, NH)
+				r.cpu.AttentionForward(out.c, lse.c, qkv.c, B, T, C, NH, backend.AttentionMask{Causal: true})
+				g.AttentionForward(out.g, lse.g, qkv.g, B, T, C, NH, backend.AttentionMask{Causal: true})
 				r.check(name+" out", out, 1e-5)
 				r.check(name+" lse", lse, 1e-5)
 				dout, dqkv := r.rand(B*T*C, 1), r.rand(B*T*3*C, 1)
-				r.cpu.AttentionBackward(dqkv.c, dout.c, qkv.c, out.c, lse.c, B, T, C, NH)
-				g.AttentionBackward(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, C, NH)
+				r.cpu.AttentionBackward(dqkv.c, dout.c, qkv.c, out.c, lse.c, B, T, C, NH, backend.AttentionMask{Causal: true})
+				g.AttentionBackward(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, C, NH, backend.AttentionMask{Causal: true})
 				r.check(name+" dqkv", dqkv, 1e-4)
 				first := make([]float32, B*T*3*C)
 				g.Download(first, dqkv.g)
 				g.Upload(dqkv.g, r.rand(B*T*3*C, 1).host) // poison, then again
-				g.AttentionBackward(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, C, NH)
+				g.AttentionBackward(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, C, NH, backend.AttentionMask{Causal: true})
 				again := make([]float32, B*T*3*C)
 				g.Download(again, dqkv.g)
 				for i := range first {
@@ -301,7 +301,7 @@ func BenchmarkAttention(b *testing.B) {
 		be.naiveAttention, be.noAttentionMM = mode == "naive", mode == "two-lane"
 		b.Run("forward/"+mode, func(b *testing.B) {
 			for b.Loop() {
-				be.AttentionForward(bufs["out"], bufs["lse"], bufs["qkv"], B, T, C, NH)
+				be.AttentionForward(bufs["out"], bufs["lse"], bufs["qkv"], B, T, C, NH, backend.AttentionMask{Causal: true})
 				if err := be.Sync(); err != nil {
 					b.Fatal(err)
 				}
@@ -310,7 +310,7 @@ func BenchmarkAttention(b *testing.B) {
 		})
 		b.Run("backward/"+mode, func(b *testing.B) {
 			for b.Loop() {
-				be.AttentionBackward(bufs["dqkv"], bufs["dout"], bufs["qkv"], bufs["out"], bufs["lse"], B, T, C, NH)
+				be.AttentionBackward(bufs["dqkv"], bufs["dout"], bufs["qkv"], bufs["out"], bufs["lse"], B, T, C, NH, backend.AttentionMask{Causal: true})
 				if err := be.Sync(); err != nil {
 					b.Fatal(err)
 				}

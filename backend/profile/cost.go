@@ -118,26 +118,36 @@ func matmulBackwardCost(N, C, OC int, dinp, dbias bool) Cost {
 // causalPairs is the number of (query, key) pairs a causal mask keeps in one head: T(T+1)/2.
 func causalPairs(T int) float64 { return float64(T) * float64(T+1) / 2 }
 
-// attentionForwardCost: two products per head over the causal pairs, q.k and att.v, each
-// 2*HS FLOPs a pair: 4*B*NH*HS*T(T+1)/2 (about 2*B*T*T*C). Read qkv (B,T,3C); write out
-// (B,T,C) and lse (B,NH,T).
-func attentionForwardCost(B, T, C, NH int) Cost {
+// attentionPairs is the number of (query, key) pairs of one head under mask: T(T+1)/2 when
+// causal, T*T (about twice as many) when bidirectional. Padding is not counted out: its lengths
+// live in device memory, and reading them would synchronise every call.
+func attentionPairs(T int, mask backend.AttentionMask) float64 {
+	if mask.Causal {
+		return causalPairs(T)
+	}
+	return float64(T) * float64(T)
+}
+
+// attentionForwardCost: two products per head over the pairs the mask keeps, q.k and att.v,
+// each 2*HS FLOPs a pair: causal, 4*B*NH*HS*T(T+1)/2 (about 2*B*T*T*C). Read qkv (B,T,3C);
+// write out (B,T,C) and lse (B,NH,T).
+func attentionForwardCost(B, T, C, NH int, mask backend.AttentionMask) Cost {
 	HS := C / NH
 	return Cost{
-		Flops: 4 * float64(B*NH*HS) * causalPairs(T),
+		Flops: 4 * float64(B*NH*HS) * attentionPairs(T, mask),
 		Bytes: elems(3*B*T*C, B*T*C, B*NH*T),
 		Dims:  dims("B", B, "T", T, "C", C, "NH", NH),
 	}
 }
 
-// attentionBackwardCost: four products over the causal pairs (dp = dout.v, dv += p^T dout,
-// dq += ds k, dk += ds^T q): 8*B*NH*HS*T(T+1)/2, not counting the recomputation of the scores
-// q.k (2*B*NH*HS*T(T+1)/2 more). Read dout and out (B,T,C), qkv (B,T,3C), lse (B,NH,T);
-// write dqkv (B,T,3C).
-func attentionBackwardCost(B, T, C, NH int) Cost {
+// attentionBackwardCost: four products over the pairs the mask keeps (dp = dout.v,
+// dv += p^T dout, dq += ds k, dk += ds^T q): causal, 8*B*NH*HS*T(T+1)/2, not counting the
+// recomputation of the scores q.k (2*B*NH*HS*T(T+1)/2 more). Read dout and out (B,T,C), qkv
+// (B,T,3C), lse (B,NH,T); write dqkv (B,T,3C).
+func attentionBackwardCost(B, T, C, NH int, mask backend.AttentionMask) Cost {
 	HS := C / NH
 	return Cost{
-		Flops: 8 * float64(B*NH*HS) * causalPairs(T),
+		Flops: 8 * float64(B*NH*HS) * attentionPairs(T, mask),
 		Bytes: elems(2*B*T*C, 3*B*T*C, B*NH*T, 3*B*T*C),
 		Dims:  dims("B", B, "T", T, "C", C, "NH", NH),
 	}

@@ -47,16 +47,16 @@ func (p *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend
 	p.record("MatmulBackward", start, p.finish(), matmulBackwardCost(N, C, OC, dinp != nil, dbias != nil))
 }
 
-func (p *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int) {
+func (p *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int, mask backend.AttentionMask) {
 	start := p.now()
-	p.Backend.AttentionForward(out, lse, qkv, B, T, C, NH)
-	p.record("AttentionForward", start, p.finish(), attentionForwardCost(B, T, C, NH))
+	p.Backend.AttentionForward(out, lse, qkv, B, T, C, NH, mask)
+	p.record("AttentionForward", start, p.finish(), attentionForwardCost(B, T, C, NH, mask))
 }
 
-func (p *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T, C, NH int) {
+func (p *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T, C, NH int, mask backend.AttentionMask) {
 	start := p.now()
-	p.Backend.AttentionBackward(dqkv, dout, qkv, out, lse, B, T, C, NH)
-	p.record("AttentionBackward", start, p.finish(), attentionBackwardCost(B, T, C, NH))
+	p.Backend.AttentionBackward(dqkv, dout, qkv, out, lse, B, T, C, NH, mask)
+	p.record("AttentionBackward", start, p.finish(), attentionBackwardCost(B, T, C, NH, mask))
 }
 
 func (p *Backend) AttentionForwardCached(out, kcache, vcache, qkv backend.Buf, B, Tnew, pos, maxT, C, NH int) {

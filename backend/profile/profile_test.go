@@ -87,8 +87,13 @@ func TestMatmulCost(t *testing.T) {
 		t.Errorf("matmul backward without dinp: FLOPs = %v, want 2*N*C*OC = %v", bwd.Flops, fwd.Flops)
 	}
 	// Causal attention: B*NH heads, T(T+1)/2 pairs, two products of 2*HS FLOPs per pair.
-	if got, want := attentionForwardCost(2, 4, 8, 2).Flops, 2.0*2*10*2*2*4; got != want {
+	if got, want := attentionForwardCost(2, 4, 8, 2, backend.AttentionMask{Causal: true}).Flops, 2.0*2*10*2*2*4; got != want {
 		t.Errorf("attention forward FLOPs = %v, want %v", got, want)
+	}
+	// Bidirectional attention: T*T pairs; padding is not counted out.
+	bidirectional := backend.AttentionMask{}
+	if got, want := attentionBackwardCost(2, 4, 8, 2, bidirectional).Flops, 2.0*2*16*4*2*4; got != want {
+		t.Errorf("bidirectional attention backward FLOPs = %v, want %v", got, want)
 	}
 }
 
