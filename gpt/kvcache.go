@@ -139,13 +139,13 @@ func (kc *KVCache) forward(tokens []int32, Tnew int, lastLogits bool) {
 	be.EncoderForward(x, toks, p.wte, wpe, B, Tnew, C)
 	be.LayerNormForward(ln, mean, rstd, x, p.ln1w[0], p.ln1b[0], N, C)
 	for l := range c.NumLayers {
-		be.MatmulForward(qkv, ln, p.qkvw[l], p.qkvb[l], N, C, 3*C)
+		m.matmulForward(qkv, ln, p.qkvw[l], p.qkvb[l], N, C, 3*C)
 		be.AttentionForwardCached(atty, kc.keys[l], kc.vals[l], qkv, B, Tnew, kc.pos, kc.maxT, C, NH)
-		be.MatmulForward(proj, atty, p.attprojw[l], p.attprojb[l], N, C, C)
+		m.matmulForward(proj, atty, p.attprojw[l], p.attprojb[l], N, C, C)
 		be.ResidualLayerNormForward(x2, ln, mean, rstd, x, proj, p.ln2w[l], p.ln2b[l], N, C)
-		be.MatmulForward(fch, ln, p.fcw[l], p.fcb[l], N, C, 4*C)
+		m.matmulForward(fch, ln, p.fcw[l], p.fcb[l], N, C, 4*C)
 		be.GeluForward(fchGelu, fch, N*4*C)
-		be.MatmulForward(proj, fchGelu, p.fcprojw[l], p.fcprojb[l], N, 4*C, C)
+		m.matmulForward(proj, fchGelu, p.fcprojw[l], p.fcprojb[l], N, 4*C, C)
 		if l+1 < c.NumLayers {
 			be.ResidualLayerNormForward(x, ln, mean, rstd, x2, proj, p.ln1w[l+1], p.ln1b[l+1], N, C)
 		} else {
@@ -159,12 +159,12 @@ func (kc *KVCache) forward(tokens []int32, Tnew int, lastLogits bool) {
 	// Only the last position's logits are needed: with one position per sequence its rows are ln
 	// itself, else each sequence's last row takes its own matrix-vector product.
 	if Tnew == 1 {
-		be.MatmulForward(view(kc.logits, B*Vp), ln, p.wte, nil, B, C, Vp)
+		m.matmulForward(view(kc.logits, B*Vp), ln, p.wte, nil, B, C, Vp)
 		return
 	}
 	for b := range B {
 		last := be.View(kc.ln, (b*Tnew+Tnew-1)*C, C)
-		be.MatmulForward(kc.logitRows[b], last, p.wte, nil, 1, C, Vp)
+		m.matmulForward(kc.logitRows[b], last, p.wte, nil, 1, C, Vp)
 	}
 }
 

@@ -33,7 +33,8 @@ type Model struct {
 	views      map[[2]int]*acts // activation views per (B,T) shape, built once each
 	cur        *acts            // views of the last Forward
 	lossHost   []float32
-	genCache   *KVCache // generation's key/value cache, made by the first Generate (sample.go)
+	genCache   *KVCache                    // generation's key/value cache, made by the first Generate (sample.go)
+	int8       map[backend.Buf]backend.Buf // an int8 model's weight copies, by fp32 weight (int8.go)
 }
 
 // paramViews are named views into a flat parameter (or gradient) buffer.
@@ -290,13 +291,13 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		if l > 0 {
 			residual = a.res3[l-1]
 		}
-		be.MatmulForward(a.qkv[l], a.ln1[l], p.qkvw[l], p.qkvb[l], BT, C, 3*C)
+		m.matmulForward(a.qkv[l], a.ln1[l], p.qkvw[l], p.qkvb[l], BT, C, 3*C)
 		be.AttentionForward(a.atty[l], a.attLse[l], a.qkv[l], B, T, C, NH, backend.AttentionMask{Causal: true})
-		be.MatmulForward(a.attproj[l], a.atty[l], p.attprojw[l], p.attprojb[l], BT, C, C)
+		m.matmulForward(a.attproj[l], a.atty[l], p.attprojw[l], p.attprojb[l], BT, C, C)
 		be.ResidualLayerNormForward(a.residual2[l], a.ln2[l], a.ln2Mean[l], a.ln2Rstd[l], residual, a.attproj[l], p.ln2w[l], p.ln2b[l], BT, C)
-		be.MatmulForward(a.fch[l], a.ln2[l], p.fcw[l], p.fcb[l], BT, C, 4*C)
+		m.matmulForward(a.fch[l], a.ln2[l], p.fcw[l], p.fcb[l], BT, C, 4*C)
 		be.GeluForward(a.fchGelu[l], a.fch[l], BT*4*C)
-		be.MatmulForward(a.fcproj[l], a.fchGelu[l], p.fcprojw[l], p.fcprojb[l], BT, 4*C, C)
+		m.matmulForward(a.fcproj[l], a.fchGelu[l], p.fcprojw[l], p.fcprojb[l], BT, 4*C, C)
 		if l+1 < c.NumLayers {
 			be.ResidualLayerNormForward(a.res3[l], a.ln1[l+1], a.ln1Mean[l+1], a.ln1Rstd[l+1], a.residual2[l], a.fcproj[l], p.ln1w[l+1], p.ln1b[l+1], BT, C)
 		} else {
@@ -304,7 +305,7 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		}
 		endLayer()
 	}
-	be.MatmulForward(a.logits, a.lnf, p.wte, nil, BT, C, Vp) // LM head tied to wte
+	m.matmulForward(a.logits, a.lnf, p.wte, nil, BT, C, Vp) // LM head tied to wte
 	if targets == nil {
 		return 0, nil
 	}
@@ -349,6 +350,9 @@ func (m *Model) Backward(lossScale float32) error {
 	a := m.cur
 	if a == nil {
 		return fmt.Errorf("backward called before a forward pass with targets")
+	}
+	if m.int8 != nil {
+		return fmt.Errorf("backward: an int8 model is for inference only")
 	}
 	c, be, p, g := m.Config, m.be, &m.fwd, &m.grads
 	defer backend.Scope(be, "backward")()

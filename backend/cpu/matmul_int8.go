@@ -33,10 +33,9 @@ type int8Buf struct {
 func (b *int8Buf) Len() int             { return b.OC * b.C }
 func (b *int8Buf) DType() backend.DType { return backend.I8 }
 
-// Int8Bytes is the memory of an int8 weight: its padded rows, scales and row sums.
-func Int8Bytes(b backend.Buf) int64 {
-	q := b.(*int8Buf)
-	return int64(len(q.q)) + 4*int64(len(q.scales)+len(q.rowSums))
+// Bytes is the memory of an int8 weight: its padded rows, scales and row sums.
+func (b *int8Buf) Bytes() int64 {
+	return int64(len(b.q)) + 4*int64(len(b.scales)+len(b.rowSums))
 }
 
 // QuantizeInt8 returns weight(OC,C) quantized to int8 by output channel (see backend.Backend).

@@ -21,6 +21,8 @@ type deviceFlags struct {
 	tf32      bool
 	precision string // as given; "" until open resolves the default
 	verbose   bool
+	int8      bool // --int8: sample and eval only (inference); other commands refuse it
+	inference bool // the command runs the model forward only, so --int8 applies
 	stderr    io.Writer
 }
 
@@ -30,6 +32,7 @@ func (d *deviceFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&d.tf32, "tf32", true, "GPU matmuls on TF32 tensor cores (as PyTorch recommends for training); --tf32=false for exact fp32")
 	fs.StringVar(&d.precision, "precision", "", "fp32, tf32, bf16 or fp16: bf16/fp16 keep fp32 master weights and compute in 16 bits (emulated exactly on the CPU); default: bf16 on a GPU that has it (sm_80+), fp16 on older GPUs (fp32 with --tf32=false), fp32 on the CPU")
 	fs.BoolVar(&d.verbose, "verbose", false, "report device details such as the memory plan (bytes per category)")
+	fs.BoolVar(&d.int8, "int8", false, "inference (sample, eval) with int8 matmul weights, one scale per output channel, and inputs quantized per row: a quarter of the weight bytes (CPU only)")
 }
 
 // open returns the backend the flags ask for and says which one it picked.
@@ -38,6 +41,9 @@ func (d *deviceFlags) open(stderr io.Writer) (backend.Backend, error) {
 		return nil, fmt.Errorf("--threads must be >= 0, got %d", d.threads)
 	}
 	d.stderr = stderr
+	if err := d.checkInt8(); err != nil {
+		return nil, err
+	}
 	dt, err := train.ParsePrecision(d.precision)
 	if err != nil {
 		return nil, err
@@ -62,6 +68,29 @@ func (d *deviceFlags) open(stderr io.Writer) (backend.Backend, error) {
 		}
 	}
 	return be, nil
+}
+
+// checkInt8 refuses --int8 in a command that is not inference: training needs float weights.
+func (d *deviceFlags) checkInt8() error {
+	if d.int8 && !d.inference {
+		return fmt.Errorf("--int8 is for inference only (sample, eval); training needs float weights")
+	}
+	return nil
+}
+
+// newModel builds loaded's model on be for batches of (B,T) in the --precision plan and, with
+// --int8, makes it an int8 inference model, saying on stderr how much its matmul weights take.
+func (d *deviceFlags) newModel(loaded *train.Loaded, be backend.Backend, B, T int) (*gpt.Model, error) {
+	model, err := loaded.NewModelWithPrecision(be, B, T, d.modelPrecision())
+	if err != nil || !d.int8 {
+		return model, err
+	}
+	st, err := model.QuantizeInt8()
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(d.stderr, "int8 weights: %.1f MB (fp32: %.1f MB)\n", float64(st.Int8Bytes)/1e6, float64(st.FP32Bytes)/1e6)
+	return model, nil
 }
 
 // modelPrecision is the model's storage plan for the resolved --precision (after open).

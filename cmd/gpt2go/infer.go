@@ -75,6 +75,7 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&opts.TopK, "top-k", train.SampleTopK, "sample from the k most likely tokens (0 = all)")
 	fs.Uint64Var(&opts.Seed, "seed", 42, "random seed")
 	dev.register(fs)
+	dev.inference = true
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if opts.NoCache {
 		planT = loaded.Config.BlockSize
 	}
-	model, err := loaded.NewModelWithPrecision(be, 1, planT, dev.modelPrecision())
+	model, err := dev.newModel(loaded, be, 1, planT)
 	if err != nil {
 		return err
 	}
@@ -144,6 +145,7 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&T, "seq-len", 0, "tokens per sequence (default: the model's block size, at most 1024)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
 	dev.register(fs)
+	dev.inference = true
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -187,7 +189,7 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	model, err := loaded.NewModelWithPrecision(be, B, T, dev.modelPrecision())
+	model, err := dev.newModel(loaded, be, B, T)
 	if err != nil {
 		return err
 	}

@@ -174,6 +174,9 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
+	if err := dev.checkInt8(); err != nil {
+		return err
+	}
 	set := setFlags(fs)
 	if cfg.HellaSwag != "" {
 		path, err := prepare.ResolveHellaSwag(cfg.HellaSwag, cacheDir, stderr)
