@@ -143,3 +143,33 @@ func TestQuantizeInt8(t *testing.T) {
 		t.Fatalf("stride %d dtype %v len %d", q.stride, qb.DType(), qb.Len())
 	}
 }
+
+// BenchmarkMatvecInt8 times one token's matmuls of GPT-2 124M (N=1) in int8 on each kernel and in
+// fp32 (the matvec path) beside them; GB/s counts the weight read once (1 or 4 bytes a value).
+func BenchmarkMatvecInt8(b *testing.B) {
+	defer func(saved int8Kernel) { int8Force = saved }(int8Force)
+	for _, s := range []struct{ C, OC int }{{bC, 3 * bC}, {bC, 4 * bC}, {4 * bC, bC}, {bC, bVp}} {
+		be := New(0)
+		inp, weight, bias := benchBuf(be, s.C), benchBuf(be, s.OC*s.C), benchBuf(be, s.OC)
+		out := be.Alloc(s.OC)
+		qw, err := be.QuantizeInt8(weight, s.OC, s.C)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("fp32/C=%d,OC=%d", s.C, s.OC), func(b *testing.B) {
+			for b.Loop() {
+				be.MatmulForward(out, inp, weight, bias, 1, s.C, s.OC)
+			}
+			report(b, 0, 4*float64(s.OC*s.C))
+		})
+		for _, kernel := range int8Kernels() {
+			int8Force = kernel
+			b.Run(fmt.Sprintf("int8-%v/C=%d,OC=%d", kernel, s.C, s.OC), func(b *testing.B) {
+				for b.Loop() {
+					be.MatmulForwardInt8(out, inp, qw, bias, 1, s.C, s.OC)
+				}
+				report(b, 0, float64(s.OC*s.C))
+			})
+		}
+	}
+}
