@@ -111,7 +111,7 @@ func (be *Backend) MatmulForwardInt8(out, inp, qweight, bias backend.Buf, N, C, 
 	o, x, b := Floats(out)[:N*OC], Floats(inp)[:N*C], Floats(bias)
 	kernel := int8Active()
 	s := &be.int8
-	s.quantize(x, N, C, qw.stride, kernel)
+	s.quantize(&be.pool, x, N, C, qw.stride, kernel)
 	rows := max(4, matvecBlockBytes/qw.stride/4*4)
 	if N == 1 {
 		rows = max(rows, (OC+rangesPerThread*be.threads-1)/(rangesPerThread*be.threads))
@@ -123,24 +123,42 @@ func (be *Backend) MatmulForwardInt8(out, inp, qweight, bias backend.Buf, N, C, 
 	be.round(out, N*OC)
 }
 
-// quantize fills s with the N rows of x(N,C), quantized and laid out for kernel.
-func (s *int8Scratch) quantize(x []float32, N, C, stride int, kernel int8Kernel) {
+// quantize fills s with the N rows of x(N,C), quantized and laid out for kernel, rows in
+// parallel (each row's result depends on that row only).
+func (s *int8Scratch) quantize(p *pool, x []float32, N, C, stride int, kernel int8Kernel) {
 	s.x8 = grow(s.x8, N*stride)
 	s.scales = grow(s.scales, N)
-	for n := range N {
-		q := s.x8[n*stride : (n+1)*stride]
-		s.scales[n] = quantizeRow(q, x[n*C:(n+1)*C])
-		clear(q[C:])
-	}
-	switch kernel {
-	case int8AVX2:
+	if kernel == int8AVX2 {
 		s.x16 = grow(s.x16, N*stride)
-		for i, v := range s.x8[:N*stride] {
-			s.x16[i] = int16(v)
-		}
-	case int8VNNI:
-		for i, v := range s.x8[:N*stride] {
-			s.x8[i] = int8(uint8(v) ^ 0x80) // as uint8: v+128
+	}
+	job := reuse[quantizeJob](p)
+	*job = quantizeJob{s: s, x: x, C: C, stride: stride, kernel: kernel}
+	p.forRanges(N, max(1, 4096/stride), job)
+	*job = quantizeJob{}
+}
+
+type quantizeJob struct {
+	s         *int8Scratch
+	x         []float32
+	C, stride int
+	kernel    int8Kernel
+}
+
+func (j *quantizeJob) runRange(lo, hi int) {
+	s, C, stride := j.s, j.C, j.stride
+	for n := lo; n < hi; n++ {
+		q := s.x8[n*stride : (n+1)*stride]
+		s.scales[n] = quantizeRow(q, j.x[n*C:(n+1)*C])
+		clear(q[C:])
+		switch j.kernel {
+		case int8AVX2:
+			for i, v := range q {
+				s.x16[n*stride+i] = int16(v)
+			}
+		case int8VNNI:
+			for i, v := range q {
+				q[i] = int8(uint8(v) ^ 0x80) // as uint8: v+128
+			}
 		}
 	}
 }
