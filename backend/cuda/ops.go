@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"fmt"
 	"math"
 	"unsafe"
 
@@ -214,7 +213,7 @@ func (be *Backend) afterOp(op string) {
 
 func (be *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int, mask backend.AttentionMask) {
 	HS := C / NH
-	if !be.attentionMaskSupported("AttentionForward", mask) {
+	if !be.sameFormat("AttentionForward", backend.I32, mask.Lengths) {
 		return
 	}
 	x := qkv.DType()
@@ -229,18 +228,20 @@ func (be *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int, 
 		}
 		be.launch("AttentionForward", name+sfx, grid, block, shared, func(k *Kernel) {
 			k.Ptr(ptrOf(out)).Ptr(ptrOf(lse)).Ptr(ptrOf(qkv)).Int(B).Int(T).Int(C).Int(NH)
+			maskArgs(k, mask)
 		})
 		return
 	}
 	shared := (T + HS + WarpSize) * 4
 	be.launch("AttentionForward", "attention_forward"+sfx, B*NH*T, attThreads, shared, func(k *Kernel) {
 		k.Ptr(ptrOf(out)).Ptr(ptrOf(lse)).Ptr(ptrOf(qkv)).Int(B).Int(T).Int(C).Int(NH)
+		maskArgs(k, mask)
 	})
 }
 
 func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T, C, NH int, mask backend.AttentionMask) {
 	HS := C / NH
-	if !be.attentionMaskSupported("AttentionBackward", mask) {
+	if !be.sameFormat("AttentionBackward", backend.I32, mask.Lengths) {
 		return
 	}
 	x := qkv.DType()
@@ -260,27 +261,34 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T
 		}
 		be.launch("AttentionBackward", dq+sfx, grid, block, dqShared, func(k *Kernel) {
 			k.Ptr(ptrOf(dqkv)).Ptr(ptrOf(dout)).Ptr(ptrOf(qkv)).Ptr(ptrOf(lse)).Ptr(delta).Int(B).Int(T).Int(C).Int(NH)
+			maskArgs(k, mask)
 		})
 		be.launch("AttentionBackward", dkv+sfx, grid, block, dkvShared, func(k *Kernel) {
 			k.Ptr(ptrOf(dqkv)).Ptr(ptrOf(dout)).Ptr(ptrOf(qkv)).Ptr(ptrOf(lse)).Ptr(delta).Int(B).Int(T).Int(C).Int(NH)
+			maskArgs(k, mask)
 		})
 		return
 	}
 	be.launch("AttentionBackward", "attention_backward_dq"+sfx, int(rows), attThreads, (T+2*HS)*4, func(k *Kernel) {
 		k.Ptr(ptrOf(dqkv)).Ptr(ptrOf(dout)).Ptr(ptrOf(qkv)).Ptr(ptrOf(lse)).Ptr(delta).Int(B).Int(T).Int(C).Int(NH)
+		maskArgs(k, mask)
 	})
 	be.launch("AttentionBackward", "attention_backward_dkv"+sfx, int(rows), attThreads, (2*T+2*HS)*4, func(k *Kernel) {
 		k.Ptr(ptrOf(dqkv)).Ptr(ptrOf(dout)).Ptr(ptrOf(qkv)).Ptr(ptrOf(lse)).Ptr(delta).Int(B).Int(T).Int(C).Int(NH)
+		maskArgs(k, mask)
 	})
 }
 
-// attentionMaskSupported fails the backend for the masks its kernels do not run yet.
-func (be *Backend) attentionMaskSupported(op string, mask backend.AttentionMask) bool {
-	if !mask.Causal || mask.Lengths != nil {
-		be.fail(fmt.Errorf("%s: only causal attention without padding runs on CUDA so far", op))
-		return false
+// maskArgs appends the mask's two kernel arguments, which every attention kernel but the delta
+// takes last: the lengths (a null pointer without padding) and causal as 0 or 1. The lengths are
+// not checked against [1, T] as the CPU checks them: they are in device memory, and reading them
+// back would wait for the queue at every call.
+func maskArgs(k *Kernel, mask backend.AttentionMask) {
+	causal := 0
+	if mask.Causal {
+		causal = 1
 	}
-	return true
+	k.Ptr(ptrOf(mask.Lengths)).Int(causal)
 }
 
 func (be *Backend) GeluForward(out, inp backend.Buf, N int) {

@@ -109,15 +109,19 @@ func testOps16(t *testing.T, g *Backend, x, gd backend.DType) {
 
 	for _, mode := range []string{"tiled", "two-lane", "naive"} {
 		g.naiveAttention, g.noAttentionMM = mode == "naive", mode == "two-lane"
-		qkv, att, lse := r.randAs(N*3*C, 1, x), r.randAs(N*C, 1, x), r.rand(B*NH*T, 1)
-		r.cpu.AttentionForward(att.c, lse.c, qkv.c, B, T, C, NH, backend.AttentionMask{Causal: true})
-		g.AttentionForward(att.g, lse.g, qkv.g, B, T, C, NH, backend.AttentionMask{Causal: true})
-		r.check("AttentionForward out "+mode, att, tx)
-		r.check("AttentionForward lse "+mode, lse, f32)
-		dqkv := r.randAs(N*3*C, 1, x)
-		r.cpu.AttentionBackward(dqkv.c, dout.c, qkv.c, att.c, lse.c, B, T, C, NH, backend.AttentionMask{Causal: true})
-		g.AttentionBackward(dqkv.g, dout.g, qkv.g, att.g, lse.g, B, T, C, NH, backend.AttentionMask{Causal: true})
-		r.check("AttentionBackward dqkv "+mode, dqkv, tx)
+		for _, mk := range attentionMaskKinds {
+			name := mode + " " + mk.name
+			maskC, maskG := r.attentionMasks(mk.causal, mk.padded, B, T)
+			qkv, att, lse := r.randAs(N*3*C, 1, x), r.randAs(N*C, 1, x), r.rand(B*NH*T, 1)
+			r.cpu.AttentionForward(att.c, lse.c, qkv.c, B, T, C, NH, maskC)
+			g.AttentionForward(att.g, lse.g, qkv.g, B, T, C, NH, maskG)
+			r.check("AttentionForward out "+name, att, tx)
+			r.check("AttentionForward lse "+name, lse, f32)
+			dqkv := r.randAs(N*3*C, 1, x)
+			r.cpu.AttentionBackward(dqkv.c, dout.c, qkv.c, att.c, lse.c, B, T, C, NH, maskC)
+			g.AttentionBackward(dqkv.g, dout.g, qkv.g, att.g, lse.g, B, T, C, NH, maskG)
+			r.check("AttentionBackward dqkv "+name, dqkv, tx)
+		}
 	}
 	g.naiveAttention, g.noAttentionMM = false, false
 

@@ -229,7 +229,8 @@ func TestOpsMatchCPU(t *testing.T) {
 
 // The tiled attention kernels (head sizes 16, 32, 48, 64) and the one-row-per-block kernels (any
 // head size) match the CPU on sequence lengths below, at and across the 64-row tiles, on flat and
-// on peaked softmaxes, write every output element, and give the same bits when run again.
+// on peaked softmaxes, causal and bidirectional, with and without padded sequences (lengths 1, T
+// and one between), write every output element, and give the same bits when run again.
 func TestAttentionShapes(t *testing.T) {
 	g := gpu(t, false)
 	r := &rig{t: t, cpu: cpu.New(0), gpu: g, rng: rand.New(rand.NewPCG(11, 12))}
@@ -244,36 +245,67 @@ func TestAttentionShapes(t *testing.T) {
 	for _, mode := range []string{"tiled", "two-lane", "naive"} {
 		g.naiveAttention, g.noAttentionMM = mode == "naive", mode == "two-lane"
 		for _, s := range shapes {
-			for _, scale := range []float64{1, 4} {
-				B, T, NH, C := s.B, s.T, s.NH, s.NH*s.HS
-				name := fmt.Sprintf("%s B=%d T=%d NH=%d HS=%d scale=%g", mode, B, T, NH, s.HS, scale)
-				qkv, out, lse := r.rand(B*T*3*C, scale), r.rand(B*T*C, 1), r.rand(B*NH*T, 1)
-				if T == 37 && s.HS == 64 { // a view 4 bytes past alignment takes the one-row kernels
-					q := r.rand(B*T*3*C+1, scale)
-					qkv = &pair{c: r.cpu.View(q.c, 1, B*T*3*C), g: g.View(q.g, 1, B*T*3*C)}
-				}
-				r.cpu.AttentionForward(out.c, lse.c, qkv.c, B, T, C, NH, backend.AttentionMask{Causal: true})
-				g.AttentionForward(out.g, lse.g, qkv.g, B, T, C, NH, backend.AttentionMask{Causal: true})
-				r.check(name+" out", out, 1e-5)
-				r.check(name+" lse", lse, 1e-5)
-				dout, dqkv := r.rand(B*T*C, 1), r.rand(B*T*3*C, 1)
-				r.cpu.AttentionBackward(dqkv.c, dout.c, qkv.c, out.c, lse.c, B, T, C, NH, backend.AttentionMask{Causal: true})
-				g.AttentionBackward(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, C, NH, backend.AttentionMask{Causal: true})
-				r.check(name+" dqkv", dqkv, 1e-4)
-				first := make([]float32, B*T*3*C)
-				g.Download(first, dqkv.g)
-				g.Upload(dqkv.g, r.rand(B*T*3*C, 1).host) // poison, then again
-				g.AttentionBackward(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, C, NH, backend.AttentionMask{Causal: true})
-				again := make([]float32, B*T*3*C)
-				g.Download(again, dqkv.g)
-				for i := range first {
-					if math.Float32bits(first[i]) != math.Float32bits(again[i]) {
-						t.Fatalf("%s: dqkv[%d] is %v, then %v on the same inputs", name, i, first[i], again[i])
+			for _, mk := range attentionMaskKinds {
+				for _, scale := range []float64{1, 4} {
+					B, T, NH, C := s.B, s.T, s.NH, s.NH*s.HS
+					name := fmt.Sprintf("%s %s B=%d T=%d NH=%d HS=%d scale=%g", mode, mk.name, B, T, NH, s.HS, scale)
+					maskC, maskG := r.attentionMasks(mk.causal, mk.padded, B, T)
+					qkv, out, lse := r.rand(B*T*3*C, scale), r.rand(B*T*C, 1), r.rand(B*NH*T, 1)
+					if T == 37 && s.HS == 64 { // a view 4 bytes past alignment takes the one-row kernels
+						q := r.rand(B*T*3*C+1, scale)
+						qkv = &pair{c: r.cpu.View(q.c, 1, B*T*3*C), g: g.View(q.g, 1, B*T*3*C)}
+					}
+					r.cpu.AttentionForward(out.c, lse.c, qkv.c, B, T, C, NH, maskC)
+					g.AttentionForward(out.g, lse.g, qkv.g, B, T, C, NH, maskG)
+					r.check(name+" out", out, 1e-5)
+					r.check(name+" lse", lse, 1e-5)
+					dout, dqkv := r.rand(B*T*C, 1), r.rand(B*T*3*C, 1)
+					r.cpu.AttentionBackward(dqkv.c, dout.c, qkv.c, out.c, lse.c, B, T, C, NH, maskC)
+					g.AttentionBackward(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, C, NH, maskG)
+					r.check(name+" dqkv", dqkv, 1e-4)
+					first := make([]float32, B*T*3*C)
+					g.Download(first, dqkv.g)
+					g.Upload(dqkv.g, r.rand(B*T*3*C, 1).host) // poison, then again
+					g.AttentionBackward(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, C, NH, maskG)
+					again := make([]float32, B*T*3*C)
+					g.Download(again, dqkv.g)
+					for i := range first {
+						if math.Float32bits(first[i]) != math.Float32bits(again[i]) {
+							t.Fatalf("%s: dqkv[%d] is %v, then %v on the same inputs", name, i, first[i], again[i])
+						}
 					}
 				}
 			}
 		}
 	}
+}
+
+// attentionMaskKinds are the masks TestAttentionShapes runs: GPT-2's, and an encoder's with and
+// without padding, and a padded decoder's.
+var attentionMaskKinds = []struct {
+	name           string
+	causal, padded bool
+}{
+	{"causal", true, false},
+	{"bidirectional", false, false},
+	{"bidirectional-padded", false, true},
+	{"causal-padded", true, true},
+}
+
+// attentionMasks returns the mask on the CPU and on the GPU; padded, the B sequences have lengths
+// 1, T, (T+1)/2, 1, T, ...
+func (r *rig) attentionMasks(causal, padded bool, B, T int) (onCPU, onGPU backend.AttentionMask) {
+	onCPU, onGPU = backend.AttentionMask{Causal: causal}, backend.AttentionMask{Causal: causal}
+	if padded {
+		lengths := make([]int32, B)
+		for b := range lengths {
+			lengths[b] = []int32{1, int32(T), int32(max(1, (T+1)/2))}[b%3]
+		}
+		onCPU.Lengths, onGPU.Lengths = r.cpu.AllocInt32(B), r.gpu.AllocInt32(B)
+		r.cpu.UploadInt32(onCPU.Lengths, lengths)
+		r.gpu.UploadInt32(onGPU.Lengths, lengths)
+	}
+	return onCPU, onGPU
 }
 
 // BenchmarkAttention times forward and backward at GPT-2 124M's shape (B=8 T=1024 NH=12 HS=64),

@@ -1,6 +1,8 @@
-// Causal multi-head self-attention without storing the (T,T) attention matrix.
+// Multi-head self-attention without storing the (T,T) attention matrix.
 // qkv(B,T,3C): q, k, v side by side, each NH heads of HS = C/NH; out(B,T,C); lse(B,NH,T).
-// Score s[t,u] = q[t].k[u] * scale for u <= t, scale = 1/sqrt(HS).
+// Score s[t,u] = q[t].k[u] * scale, scale = 1/sqrt(HS), for the keys u that query t sees
+// (backend.AttentionMask): u < att_key_end(t, len, causal) (common.cuh), with len = lengths[b],
+// the sequence's unpadded length (T when lengths is null), and u <= t too when causal.
 // Each block handles one (b, h, row) and keeps that row's T scores in dynamic shared memory
 // (T floats), plus HS floats for the row's own vector: the straightforward version, used for head
 // sizes the tiled kernels (attention_tiled.cu) do not take and for inputs that are not 16-byte
@@ -27,7 +29,8 @@ __device__ __forceinline__ float dot(const A* a, const B* b, int n) {
 
 // attention_forward: grid B*NH*T blocks, block (b, h, t) writes out[b,t,h*HS:(h+1)*HS] and lse[b,h,t].
 template <typename X>
-__device__ __forceinline__ void attention_forward_t(X* out, float* lse, const X* qkv, int B, int T, int C, int NH) {
+__device__ __forceinline__ void attention_forward_t(X* out, float* lse, const X* qkv, int B, int T, int C, int NH,
+                                                    const int* lengths, int causal) {
     extern __shared__ float sh[]; // scores (T), q (HS), reduction space (32)
     int HS = C / NH;
     int t = blockIdx.x % T, h = (blockIdx.x / T) % NH, b = blockIdx.x / (T * NH);
@@ -36,17 +39,18 @@ __device__ __forceinline__ void attention_forward_t(X* out, float* lse, const X*
     float* red = q + HS;
     const X* base = qkv + (long)b * T * 3 * C;
     float scale = rsqrtf((float)HS);
+    int end = att_key_end(t, att_seq_len(lengths, b, T), causal);
     for (int d = threadIdx.x; d < HS; d += blockDim.x) q[d] = ld(base + (long)t * 3 * C + h * HS + d);
     __syncthreads();
     float m = -INFINITY;
-    for (int u = threadIdx.x; u <= t; u += blockDim.x) {
+    for (int u = threadIdx.x; u < end; u += blockDim.x) {
         float s = dot(q, base + (long)u * 3 * C + C + h * HS, HS) * scale;
         scores[u] = s;
         m = fmaxf(m, s);
     }
     m = block_reduce(m, true, red);
     float l = 0;
-    for (int u = threadIdx.x; u <= t; u += blockDim.x) {
+    for (int u = threadIdx.x; u < end; u += blockDim.x) {
         float p = expf(scores[u] - m);
         scores[u] = p;
         l += p;
@@ -54,7 +58,7 @@ __device__ __forceinline__ void attention_forward_t(X* out, float* lse, const X*
     l = block_reduce(l, false, red); // the barrier inside also publishes scores
     for (int d = threadIdx.x; d < HS; d += blockDim.x) {
         float acc = 0;
-        for (int u = 0; u <= t; u++) acc += scores[u] * ld(base + (long)u * 3 * C + 2 * C + h * HS + d);
+        for (int u = 0; u < end; u++) acc += scores[u] * ld(base + (long)u * 3 * C + 2 * C + h * HS + d);
         st(out + ((long)b * T + t) * C + h * HS + d, acc / l);
     }
     if (threadIdx.x == 0) lse[((long)b * NH + h) * T + t] = m + logf(l);
@@ -71,11 +75,12 @@ __device__ __forceinline__ void attention_backward_delta_t(float* delta, const X
     delta[i] = dot(dout + off, out + off, HS);
 }
 
-// attention_backward_dq: block (b, h, t) writes dq[b,t,h] = scale * sum over u <= t of
+// attention_backward_dq: block (b, h, t) writes dq[b,t,h] = scale * sum over the keys u it sees of
 // ds[t,u] k[u], with p = exp(s - lse[t]), dp = dout[t].v[u], ds = p (dp - delta[t]).
 template <typename X>
 __device__ __forceinline__ void attention_backward_dq_t(X* dqkv, const X* dout, const X* qkv, const float* lse,
-                                                        const float* delta, int B, int T, int C, int NH) {
+                                                        const float* delta, int B, int T, int C, int NH,
+                                                        const int* lengths, int causal) {
     extern __shared__ float sh[]; // ds (T), q (HS), dout row (HS)
     int HS = C / NH;
     int t = blockIdx.x % T, h = (blockIdx.x / T) % NH, b = blockIdx.x / (T * NH);
@@ -91,7 +96,8 @@ __device__ __forceinline__ void attention_backward_dq_t(X* dqkv, const X* dout, 
     }
     __syncthreads();
     float L = lse[row], D = delta[row];
-    for (int u = threadIdx.x; u <= t; u += blockDim.x) {
+    int end = att_key_end(t, att_seq_len(lengths, b, T), causal);
+    for (int u = threadIdx.x; u < end; u += blockDim.x) {
         float p = expf(dot(q, base + (long)u * 3 * C + C + h * HS, HS) * scale - L);
         float dp = dot(dy, base + (long)u * 3 * C + 2 * C + h * HS, HS);
         ds[u] = p * (dp - D);
@@ -100,17 +106,19 @@ __device__ __forceinline__ void attention_backward_dq_t(X* dqkv, const X* dout, 
     X* dq = dqkv + (long)b * T * 3 * C + (long)t * 3 * C + h * HS;
     for (int d = threadIdx.x; d < HS; d += blockDim.x) {
         float acc = 0;
-        for (int u = 0; u <= t; u++) acc += ds[u] * ld(base + (long)u * 3 * C + C + h * HS + d);
+        for (int u = 0; u < end; u++) acc += ds[u] * ld(base + (long)u * 3 * C + C + h * HS + d);
         st(dq + d, acc * scale);
     }
 }
 
-// attention_backward_dkv: block (b, h, u) writes, summing over the queries t >= u that see key u,
+// attention_backward_dkv: block (b, h, u) writes, summing over the queries t that see key u (t >= u
+// when causal; none when u is padding, whose gradients are zero),
 // dk[u] = scale * sum ds[t,u] q[t] and dv[u] = sum p[t,u] dout[t]. Each key has its own block,
 // so no two blocks write the same element: no atomics, the same result every run.
 template <typename X>
 __device__ __forceinline__ void attention_backward_dkv_t(X* dqkv, const X* dout, const X* qkv, const float* lse,
-                                                         const float* delta, int B, int T, int C, int NH) {
+                                                         const float* delta, int B, int T, int C, int NH,
+                                                         const int* lengths, int causal) {
     extern __shared__ float sh[]; // p (T), ds (T), k (HS), v (HS)
     int HS = C / NH;
     int u = blockIdx.x % T, h = (blockIdx.x / T) % NH, b = blockIdx.x / (T * NH);
@@ -126,7 +134,8 @@ __device__ __forceinline__ void attention_backward_dkv_t(X* dqkv, const X* dout,
     }
     __syncthreads();
     long rows = (long)b * NH * T + (long)h * T;
-    for (int t = u + threadIdx.x; t < T; t += blockDim.x) {
+    int first = u < att_seq_len(lengths, b, T) ? att_first_query(u, causal) : T;
+    for (int t = first + threadIdx.x; t < T; t += blockDim.x) {
         float pt = expf(dot(base + (long)t * 3 * C + h * HS, k, HS) * scale - lse[rows + t]);
         float dp = dot(dout + ((long)b * T + t) * C + h * HS, v, HS);
         p[t] = pt;
@@ -137,7 +146,7 @@ __device__ __forceinline__ void attention_backward_dkv_t(X* dqkv, const X* dout,
     X* dv = dk + C;
     for (int d = threadIdx.x; d < HS; d += blockDim.x) {
         float ak = 0, av = 0;
-        for (int t = u; t < T; t++) {
+        for (int t = first; t < T; t++) {
             ak += ds[t] * ld(base + (long)t * 3 * C + h * HS + d);
             av += p[t] * ld(dout + ((long)b * T + t) * C + h * HS + d);
         }
@@ -147,19 +156,22 @@ __device__ __forceinline__ void attention_backward_dkv_t(X* dqkv, const X* dout,
 }
 
 #define ATTENTION_KERNELS(X, S)                                                                                      \
-    extern "C" __global__ void attention_forward##S(X* out, float* lse, const X* qkv, int B, int T, int C, int NH) {  \
-        attention_forward_t(out, lse, qkv, B, T, C, NH);                                                             \
+    extern "C" __global__ void attention_forward##S(X* out, float* lse, const X* qkv, int B, int T, int C, int NH,    \
+                                                    const int* lengths, int causal) {                               \
+        attention_forward_t(out, lse, qkv, B, T, C, NH, lengths, causal);                                            \
     }                                                                                                                \
     extern "C" __global__ void attention_backward_delta##S(float* delta, const X* dout, const X* out, int B, int T,    \
                                                            int C, int NH) {                                         \
         attention_backward_delta_t(delta, dout, out, B, T, C, NH);                                                   \
     }                                                                                                                \
     extern "C" __global__ void attention_backward_dq##S(X* dqkv, const X* dout, const X* qkv, const float* lse,       \
-                                                        const float* delta, int B, int T, int C, int NH) {          \
-        attention_backward_dq_t(dqkv, dout, qkv, lse, delta, B, T, C, NH);                                           \
+                                                        const float* delta, int B, int T, int C, int NH,            \
+                                                        const int* lengths, int causal) {                           \
+        attention_backward_dq_t(dqkv, dout, qkv, lse, delta, B, T, C, NH, lengths, causal);                          \
     }                                                                                                                \
     extern "C" __global__ void attention_backward_dkv##S(X* dqkv, const X* dout, const X* qkv, const float* lse,      \
-                                                         const float* delta, int B, int T, int C, int NH) {         \
-        attention_backward_dkv_t(dqkv, dout, qkv, lse, delta, B, T, C, NH);                                          \
+                                                         const float* delta, int B, int T, int C, int NH,           \
+                                                         const int* lengths, int causal) {                          \
+        attention_backward_dkv_t(dqkv, dout, qkv, lse, delta, B, T, C, NH, lengths, causal);                         \
     }
 X_VARIANTS(ATTENTION_KERNELS)

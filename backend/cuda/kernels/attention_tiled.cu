@@ -1,7 +1,8 @@
-// Tiled causal attention for head sizes 16, 32, 48 and 64 (every GPT-2 preset has 64): the same
-// math as attention.cu, whose one-row-per-block kernels remain for other head sizes, but each
-// block takes a 64-row tile of one (b, h) and streams the other side's 64-row tiles through shared
-// memory, so every key and value read from global memory serves 64 rows. Nothing (T,T) is stored:
+// Tiled attention (causal or bidirectional, with padding: common.cuh's att_key_end) for head sizes
+// 16, 32, 48 and 64 (every GPT-2 preset has 64): the same math as attention.cu, whose
+// one-row-per-block kernels remain for other head sizes, but each block takes a 64-row tile of
+// one (b, h) and streams the other side's 64-row tiles through shared memory, so every key and
+// value read from global memory serves 64 rows. Nothing (T,T) is stored:
 // the forward keeps an online softmax (running max m and sum l) and the backward recomputes the
 // probabilities from lse, as FlashAttention does, all in fp32 FMAs.
 //
@@ -88,24 +89,44 @@ __device__ __forceinline__ float4 axpy4(float a, float4 x, float4 y) {
     return make_float4(fmaf(a, x.x, y.x), fmaf(a, x.y, y.y), fmaf(a, x.z, y.z), fmaf(a, x.w, y.w));
 }
 
-// att_chunks is how many ch-row chunks of the streamed tile starting at row s0 any of this block's
-// rows [r0, r0+64) can see (causal: rows s <= r), capped by T.
-__device__ __forceinline__ int att_chunks(int s0, int r0, int T, int ch) {
-    int last = min(r0 + ATT_TILE, T) - 1 - s0; // the last streamed row any query here sees
-    return min(ATT_TILE / ch, last / ch + 1);
+// att_tile_key_end is the end of the keys that the queries [r0, r0+64) of a sequence of length len
+// see: those of its last query below T, the most of any. A causal block stops at its diagonal
+// tile; a bidirectional one streams every key tile below len.
+__device__ __forceinline__ int att_tile_key_end(int r0, int T, int len, int causal) {
+    return att_key_end(min(r0 + ATT_TILE, T) - 1, len, causal);
 }
+
+// att_chunks is how many ch-row chunks of the streamed tile starting at row s0 (< keyEnd) any of
+// this block's queries can see, given keyEnd from att_tile_key_end.
+__device__ __forceinline__ int att_chunks(int s0, int keyEnd, int ch) {
+    return min(ATT_TILE / ch, (keyEnd - 1 - s0) / ch + 1);
+}
+
+// att_first_query_tile is the first query tile that sees any key of the tile starting at u0, or
+// tiles when none does (keys past len: their dk and dv stay zero).
+__device__ __forceinline__ int att_first_query_tile(int u0, int len, int causal, int tiles) {
+    return u0 < len ? att_first_query(u0, causal) / ATT_TILE : tiles;
+}
+
+// The backward kernels' arguments, and the mask's two at the end of every kernel's.
+#define ATT_BWD_ARGS(X)                                                                                     \
+    X *dqkv, const X *dout, const X *qkv, const float *lse, const float *delta, int B, int T, int C, int NH, \
+        const int *lengths, int causal
+#define ATT_BWD_CALL dqkv, dout, qkv, lse, delta, B, T, C, NH, lengths, causal
 
 // att_forward: thread pair p (lanes 0 and 1, each half of HS) takes query rows p and p+32 of the
 // tile, so each key and value read from shared memory serves two rows. 64 threads.
 template <int HS, typename X>
-__device__ __forceinline__ void att_forward(X* out, float* lse, const X* qkv, int B, int T, int C, int NH) {
+__device__ __forceinline__ void att_forward(X* out, float* lse, const X* qkv, int B, int T, int C, int NH,
+                                            const int* lengths, int causal) {
     constexpr int RS = HS + 4, HD = HS / 2, NV = HD / 4, R = 2;
     __shared__ __align__(16) float Ks[ATT_TILE * RS];
     __shared__ __align__(16) float Vs[ATT_TILE * RS];
     int tiles = (T + ATT_TILE - 1) / ATT_TILE, BH = B * NH;
     int qt = tiles - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     int pr = threadIdx.x >> 1, lane = threadIdx.x & 1, off = lane * (HD + 4);
-    int rows[R] = {pr, pr + ATT_TILE / 2}, tc[R];
+    int rows[R] = {pr, pr + ATT_TILE / 2}, ke[R];
+    int len = att_seq_len(lengths, b, T), keyEnd = att_tile_key_end(qt * ATT_TILE, T, len, causal);
     long rs = 3L * C;
     const X* base = qkv + (long)b * T * rs + h * HS;
     float scale = rsqrtf((float)HS);
@@ -117,7 +138,7 @@ __device__ __forceinline__ void att_forward(X* out, float* lse, const X* qkv, in
     float m[R], l[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        tc[r] = min(qt * ATT_TILE + rows[r], T - 1);
+        ke[r] = att_key_end(min(qt * ATT_TILE + rows[r], T - 1), len, causal);
         m[r] = -INFINITY;
         l[r] = 0;
 #pragma unroll
@@ -126,13 +147,13 @@ __device__ __forceinline__ void att_forward(X* out, float* lse, const X* qkv, in
             o[r][i] = make_float4(0, 0, 0, 0);
         }
     }
-    for (int kt = 0; kt <= qt; kt++) {
+    for (int kt = 0; kt * ATT_TILE < keyEnd; kt++) {
         __syncthreads(); // everyone is done with the previous tile
         att_load<HS>(Ks, base + C, rs, kt * ATT_TILE, T);
         att_load<HS>(Vs, base + 2 * C, rs, kt * ATT_TILE, T);
         att_loaded();
         __syncthreads();
-        int chunks = att_chunks(kt * ATT_TILE, qt * ATT_TILE, T, ATT_CHUNK);
+        int chunks = att_chunks(kt * ATT_TILE, keyEnd, ATT_CHUNK);
 #pragma unroll 1
         for (int c = 0; c < chunks; c++) {
             int u0 = kt * ATT_TILE + c * ATT_CHUNK;
@@ -153,12 +174,12 @@ __device__ __forceinline__ void att_forward(X* out, float* lse, const X* qkv, in
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 // Row t always sees key 0 in its first chunk, so m is finite from then on and a
-                // chunk wholly after the row only adds exp(-inf) = 0.
+                // chunk wholly past the row's keys only adds exp(-inf) = 0.
                 float mc = -INFINITY;
 #pragma unroll
                 for (int j = 0; j < ATT_CHUNK; j++) {
                     s[r][j] += __shfl_xor_sync(0xffffffffu, s[r][j], 1);
-                    s[r][j] = u0 + j <= tc[r] ? s[r][j] * scale : -INFINITY;
+                    s[r][j] = u0 + j < ke[r] ? s[r][j] * scale : -INFINITY;
                     mc = fmaxf(mc, s[r][j]);
                 }
                 float mn = fmaxf(m[r], mc), corr = expf(m[r] - mn);
@@ -213,11 +234,10 @@ __device__ __forceinline__ void att_store_half(X* dst, const float4* v, float sc
     }
 }
 
-// att_backward_dq: dq[t] = scale * sum over u <= t of ds[t,u] k[u], with p = exp(s - lse[t]),
-// dp = dout[t].v[u], ds = p (dp - delta[t]). Block: 64 query rows, two lanes a row (128 threads).
+// att_backward_dq: dq[t] = scale * sum over the keys u that t sees of ds[t,u] k[u], with
+// p = exp(s - lse[t]), dp = dout[t].v[u], ds = p (dp - delta[t]). Block: 64 query rows, two lanes a row (128 threads).
 template <int HS, int CH, typename X>
-__device__ __forceinline__ void att_backward_dq(X* dqkv, const X* dout, const X* qkv, const float* lse,
-                                                const float* delta, int B, int T, int C, int NH) {
+__device__ __forceinline__ void att_backward_dq(ATT_BWD_ARGS(X)) {
     constexpr int RS = HS + 4, HD = HS / 2, NV = HD / 4;
     __shared__ __align__(16) float Ks[ATT_TILE * RS];
     __shared__ __align__(16) float Vs[ATT_TILE * RS];
@@ -225,6 +245,8 @@ __device__ __forceinline__ void att_backward_dq(X* dqkv, const X* dout, const X*
     int qt = tiles - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     int r = threadIdx.x >> 1, lane = threadIdx.x & 1, off = lane * (HD + 4);
     int t = qt * ATT_TILE + r, tc = min(t, T - 1);
+    int len = att_seq_len(lengths, b, T), keyEnd = att_tile_key_end(qt * ATT_TILE, T, len, causal);
+    int ke = att_key_end(tc, len, causal);
     long rs = 3L * C;
     const X* base = qkv + (long)b * T * rs + h * HS;
     const X* dob = dout + (long)b * T * C + h * HS;
@@ -242,13 +264,13 @@ __device__ __forceinline__ void att_backward_dq(X* dqkv, const X* dout, const X*
         dq[i] = make_float4(0, 0, 0, 0);
     }
     float L = lse[(long)bh * T + tc], D = delta[(long)bh * T + tc];
-    for (int kt = 0; kt <= qt; kt++) {
+    for (int kt = 0; kt * ATT_TILE < keyEnd; kt++) {
         __syncthreads();
         att_load<HS>(Ks, base + C, rs, kt * ATT_TILE, T);
         att_load<HS>(Vs, base + 2 * C, rs, kt * ATT_TILE, T);
         att_loaded();
         __syncthreads();
-        int chunks = att_chunks(kt * ATT_TILE, qt * ATT_TILE, T, CH);
+        int chunks = att_chunks(kt * ATT_TILE, keyEnd, CH);
 #pragma unroll 1
         for (int c = 0; c < chunks; c++) {
             int u0 = kt * ATT_TILE + c * CH;
@@ -272,7 +294,7 @@ __device__ __forceinline__ void att_backward_dq(X* dqkv, const X* dout, const X*
             }
 #pragma unroll
             for (int j = 0; j < CH; j++) { // masked by a select, not a branch: the loop stays unrolled
-                float p = expf(u0 + j <= tc ? s[j] * scale - L : -INFINITY);
+                float p = expf(u0 + j < ke ? s[j] * scale - L : -INFINITY);
                 s[j] = p * (dp[j] - D);
             }
             reload_barrier();
@@ -286,12 +308,12 @@ __device__ __forceinline__ void att_backward_dq(X* dqkv, const X* dout, const X*
     if (t < T) att_store_half<NV>(dqkv + ((long)b * T + t) * rs + h * HS + lane * HD, dq, scale);
 }
 
-// att_backward_dkv: for key u, summing over the queries t >= u, dk[u] = scale * sum ds[t,u] q[t]
-// and dv[u] = sum p[t,u] dout[t]. Block: 64 key rows, two lanes a row (128 threads), walking the
-// query tiles from the diagonal to the end.
+// att_backward_dkv: for key u, summing over the queries t that see it (t >= u when causal; none
+// for a padded key), dk[u] = scale * sum ds[t,u] q[t] and dv[u] = sum p[t,u] dout[t]. Block: 64
+// key rows, two lanes a row (128 threads), walking the query tiles from the first that sees the
+// tile (the diagonal when causal) to the end.
 template <int HS, typename X>
-__device__ __forceinline__ void att_backward_dkv(X* dqkv, const X* dout, const X* qkv, const float* lse,
-                                                 const float* delta, int B, int T, int C, int NH) {
+__device__ __forceinline__ void att_backward_dkv(ATT_BWD_ARGS(X)) {
     constexpr int RS = HS + 4, HD = HS / 2, NV = HD / 4;
     __shared__ __align__(16) float Qs[ATT_TILE * RS];
     __shared__ __align__(16) float Ds[ATT_TILE * RS];
@@ -300,6 +322,7 @@ __device__ __forceinline__ void att_backward_dkv(X* dqkv, const X* dout, const X
     int kt = blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     int r = threadIdx.x >> 1, lane = threadIdx.x & 1, off = lane * (HD + 4);
     int u = kt * ATT_TILE + r;
+    int len = att_seq_len(lengths, b, T), firstQuery = att_first_query(u, causal);
     long rs = 3L * C;
     const X* base = qkv + (long)b * T * rs + h * HS;
     const X* dob = dout + (long)b * T * C + h * HS;
@@ -316,7 +339,7 @@ __device__ __forceinline__ void att_backward_dkv(X* dqkv, const X* dout, const X
         v[i] = ld4(&Ds[r * RS + off + 4 * i]);
         dk[i] = dv[i] = make_float4(0, 0, 0, 0);
     }
-    for (int qt = kt; qt < tiles; qt++) {
+    for (int qt = att_first_query_tile(kt * ATT_TILE, len, causal, tiles); qt < tiles; qt++) {
         __syncthreads();
         att_load<HS>(Qs, base, rs, qt * ATT_TILE, T);
         att_load<HS>(Ds, dob, C, qt * ATT_TILE, T);
@@ -351,7 +374,7 @@ __device__ __forceinline__ void att_backward_dkv(X* dqkv, const X* dout, const X
             }
 #pragma unroll
             for (int j = 0; j < ATT_CHUNK; j++) { // rows past T have lse = +inf, so p = 0 there
-                float p = expf(t0 + j >= u ? s[j] * scale - Ls[c * ATT_CHUNK + j] : -INFINITY);
+                float p = expf(u < len && t0 + j >= firstQuery ? s[j] * scale - Ls[c * ATT_CHUNK + j] : -INFINITY);
                 dp[j] = p * (dp[j] - Dl[c * ATT_CHUNK + j]); // ds
                 s[j] = p;
             }
@@ -375,12 +398,11 @@ __device__ __forceinline__ void att_backward_dkv(X* dqkv, const X* dout, const X
 
 // The entry points, one per head size and storage format. Launch: grid tiles * B * NH, blocks of
 // 64 (forward) or 128.
-#define ATT_BWD_ARGS(X) X *dqkv, const X *dout, const X *qkv, const float *lse, const float *delta, int B, int T, int C, int NH
-#define ATT_BWD_CALL dqkv, dout, qkv, lse, delta, B, T, C, NH
 #define ATT_TILED_HS(X, S, HSV)                                                                                      \
     extern "C" __global__ void __launch_bounds__(64) attention_forward_hs##HSV##S(X* out, float* lse, const X* qkv,   \
-                                                                                  int B, int T, int C, int NH) {    \
-        att_forward<HSV>(out, lse, qkv, B, T, C, NH);                                                                \
+                                                                                  int B, int T, int C, int NH,      \
+                                                                                  const int* lengths, int causal) { \
+        att_forward<HSV>(out, lse, qkv, B, T, C, NH, lengths, causal);                                               \
     }                                                                                                                \
     extern "C" __global__ void __launch_bounds__(128) attention_backward_dq_hs##HSV##S(ATT_BWD_ARGS(X)) {             \
         att_backward_dq<HSV, ATT_DQ_CHUNK>(ATT_BWD_CALL);                                                            \
@@ -481,7 +503,8 @@ __device__ __forceinline__ void att_backward_dq_mm64(ATT_BWD_ARGS(X)) {
     float4 dq[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) dq[i] = make_float4(0, 0, 0, 0);
-    for (int kt = 0; kt <= qt; kt++) {
+    int len = att_seq_len(lengths, b, T), keyEnd = att_tile_key_end(qt * ATT_TILE, T, len, causal);
+    for (int kt = 0; kt * ATT_TILE < keyEnd; kt++) {
         __syncthreads(); // everyone is done with the previous key tile and dS
         att_load<HS, false>(Ks, base + C, rs, kt * ATT_TILE, T);
         att_load<HS, false>(Vs, base + 2 * C, rs, kt * ATT_TILE, T);
@@ -495,7 +518,7 @@ __device__ __forceinline__ void att_backward_dq_mm64(ATT_BWD_ARGS(X)) {
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 int t = qt * ATT_TILE + ty + 16 * i, u = kt * ATT_TILE + tx + 16 * j;
-                float p = expf(u <= t ? s[i][j] * scale - L[i] : -INFINITY);
+                float p = expf(u < att_key_end(t, len, causal) ? s[i][j] * scale - L[i] : -INFINITY);
                 Ss[(tx + 16 * j) * PS + ty + 16 * i] = p * (dp[i][j] - D[i]);
             }
         }
@@ -505,7 +528,8 @@ __device__ __forceinline__ void att_backward_dq_mm64(ATT_BWD_ARGS(X)) {
     att_store_rows(dqkv + (long)b * T * rs + h * HS, dq, scale, rs, qt * ATT_TILE, T, ty, tx);
 }
 
-// attention_backward_dkv_mm64: dk and dv of a 64-key tile, over the query tiles from the diagonal.
+// attention_backward_dkv_mm64: dk and dv of a 64-key tile, over the query tiles from the first that
+// sees it (the diagonal when causal).
 template <typename X>
 __device__ __forceinline__ void att_backward_dkv_mm64(ATT_BWD_ARGS(X)) {
     constexpr int HS = 64, RS = HS + 4;
@@ -525,7 +549,8 @@ __device__ __forceinline__ void att_backward_dkv_mm64(ATT_BWD_ARGS(X)) {
     float4 dk[4], dv[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) dk[i] = dv[i] = make_float4(0, 0, 0, 0);
-    for (int qt = kt; qt < tiles; qt++) {
+    int len = att_seq_len(lengths, b, T);
+    for (int qt = att_first_query_tile(kt * ATT_TILE, len, causal, tiles); qt < tiles; qt++) {
         __syncthreads(); // everyone is done with the previous query tile, p and dS
         att_load<HS, false>(Qs, base, rs, qt * ATT_TILE, T);
         att_load<HS, false>(Os, dob, C, qt * ATT_TILE, T);
@@ -544,7 +569,8 @@ __device__ __forceinline__ void att_backward_dkv_mm64(ATT_BWD_ARGS(X)) {
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 int u = kt * ATT_TILE + ty + 16 * i, t = qt * ATT_TILE + tx + 16 * j;
-                float p = expf(t >= u ? s[i][j] * scale - Ls[tx + 16 * j] : -INFINITY);
+                bool seen = u < len && t >= att_first_query(u, causal);
+                float p = expf(seen ? s[i][j] * scale - Ls[tx + 16 * j] : -INFINITY);
                 Ps[(tx + 16 * j) * PS + ty + 16 * i] = p;
                 Ss[(tx + 16 * j) * PS + ty + 16 * i] = p * (dp[i][j] - Dl[tx + 16 * j]);
             }
@@ -564,7 +590,8 @@ __device__ __forceinline__ void att_backward_dkv_mm64(ATT_BWD_ARGS(X)) {
 // (ty*4+i) by 4 columns per thread; since those rows belong to other threads' softmax, each row's
 // rescale factor and final sum pass through shared memory too. Dynamic shared memory: 70,144 bytes.
 template <typename X>
-__device__ __forceinline__ void att_forward_mm64(X* out, float* lse, const X* qkv, int B, int T, int C, int NH) {
+__device__ __forceinline__ void att_forward_mm64(X* out, float* lse, const X* qkv, int B, int T, int C, int NH,
+                                                 const int* lengths, int causal) {
     constexpr int HS = 64, RS = HS + 4;
     extern __shared__ __align__(16) float sm[];
     float *Qs = sm, *Ks = Qs + ATT_TILE * RS, *Vs = Ks + ATT_TILE * RS, *Ps = Vs + ATT_TILE * RS;
@@ -584,7 +611,8 @@ __device__ __forceinline__ void att_forward_mm64(X* out, float* lse, const X* qk
         l[i] = 0;
         o[i] = make_float4(0, 0, 0, 0);
     }
-    for (int kt = 0; kt <= qt; kt++) {
+    int len = att_seq_len(lengths, b, T), keyEnd = att_tile_key_end(qt * ATT_TILE, T, len, causal);
+    for (int kt = 0; kt * ATT_TILE < keyEnd; kt++) {
         __syncthreads(); // everyone is done with the previous key tile, p and the factors
         att_load<HS, false>(Ks, base + C, rs, kt * ATT_TILE, T);
         att_load<HS, false>(Vs, base + 2 * C, rs, kt * ATT_TILE, T);
@@ -594,14 +622,14 @@ __device__ __forceinline__ void att_forward_mm64(X* out, float* lse, const X* qk
         mm_rows<HS>(s, Qs, Ks, ty, tx);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            // Every row sees key 0 in the first tile and its own key on the diagonal, so the
-            // row max is finite and masked keys add exp(-inf) = 0.
+            // Every row sees key 0 in the first tile, so its running max is finite from then on
+            // and masked keys add exp(-inf) = 0.
             int t = qt * ATT_TILE + ty + 16 * i;
             float mc = -INFINITY;
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 int u = kt * ATT_TILE + tx + 16 * j;
-                s[i][j] = u <= t ? s[i][j] * scale : -INFINITY;
+                s[i][j] = u < att_key_end(t, len, causal) ? s[i][j] * scale : -INFINITY;
                 mc = fmaxf(mc, s[i][j]);
             }
 #pragma unroll
@@ -653,8 +681,9 @@ __device__ __forceinline__ void att_forward_mm64(X* out, float* lse, const X* qk
 
 #define ATT_MM64(X, S)                                                                                               \
     extern "C" __global__ void __launch_bounds__(256) attention_forward_mm64##S(X* out, float* lse, const X* qkv,     \
-                                                                                int B, int T, int C, int NH) {      \
-        att_forward_mm64(out, lse, qkv, B, T, C, NH);                                                                \
+                                                                                int B, int T, int C, int NH,        \
+                                                                                const int* lengths, int causal) {   \
+        att_forward_mm64(out, lse, qkv, B, T, C, NH, lengths, causal);                                               \
     }                                                                                                                \
     extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_mm64##S(ATT_BWD_ARGS(X)) {                \
         att_backward_dq_mm64(ATT_BWD_CALL);                                                                          \

@@ -95,3 +95,14 @@ __device__ __forceinline__ float warp_max(float v) {
     for (int o = WARP / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
+
+// Attention masks (backend.AttentionMask), shared by attention.cu and attention_tiled.cu: lengths
+// (B) holds each sequence's unpadded length, or is null (every sequence is T long); causal is 0
+// or 1. att_seq_len is sequence b's length.
+__device__ __forceinline__ int att_seq_len(const int* lengths, int b, int T) { return lengths ? lengths[b] : T; }
+
+// att_key_end: query t of a sequence of length len sees the keys [0, att_key_end).
+__device__ __forceinline__ int att_key_end(int t, int len, int causal) { return causal ? min(t + 1, len) : len; }
+
+// att_first_query: the first query that sees key u (when u < len); every later query sees it too.
+__device__ __forceinline__ int att_first_query(int u, int causal) { return causal ? u : 0; }
