@@ -85,36 +85,10 @@ func TestAttentionMaskedFloat32(t *testing.T) {
 	for _, s := range maskedShapes {
 		for _, m := range maskCases(s.T) {
 			t.Run(fmt.Sprintf("T=%d,C=%d,NH=%d,%s", s.T, s.C, s.NH, m.name), func(t *testing.T) {
-				checkMaskedAttentionFloat32(t, B, s.T, s.C, s.NH, m.mask)
+				checkAttentionFloat32(t, newRand(23), B, s.T, s.C, s.NH, m.mask)
 			})
 		}
 	}
-}
-
-func checkMaskedAttentionFloat32(t *testing.T, B, T, C, NH int, mask attentionMask) {
-	t.Helper()
-	r := newRand(23)
-	qkv64, dout64 := randoms[float64](r, B*T*3*C), randoms[float64](r, B*T*C)
-	dqkv0 := randoms[float64](r, B*T*3*C)
-	out64, lse64, dqkv64 := make([]float64, B*T*C), make([]float64, B*NH*T), clone(dqkv0)
-	attentionForward(testPool, out64, lse64, qkv64, B, T, C, NH, mask)
-	attentionBackward(testPool, dqkv64, dout64, qkv64, out64, lse64, B, T, C, NH, mask)
-
-	qkv, dout := to32(qkv64), to32(dout64)
-	out, lse, dqkv := to32(randoms[float64](r, B*T*C)), make([]float32, B*NH*T), to32(dqkv0)
-	attentionForward(testPool, out, lse, qkv, B, T, C, NH, mask)
-	attentionBackward(testPool, dqkv, dout, qkv, out, lse, B, T, C, NH, mask)
-	checkClose(t, "out", out, to32(out64), 1e-5)
-	checkClose(t, "lse", lse, to32(lse64), 1e-5)
-	checkClose(t, "dqkv", dqkv, to32(dqkv64), 1e-4)
-
-	one := &pool{threads: 1}
-	out1, lse1, dqkv1 := make([]float32, B*T*C), make([]float32, B*NH*T), to32(dqkv0)
-	attentionForward(one, out1, lse1, qkv, B, T, C, NH, mask)
-	attentionBackward(one, dqkv1, dout, qkv, out1, lse1, B, T, C, NH, mask)
-	checkClose(t, "out with 1 thread", out1, out, 0)
-	checkClose(t, "lse with 1 thread", lse1, lse, 0)
-	checkClose(t, "dqkv with 1 thread", dqkv1, dqkv, 0)
 }
 
 // TestAttentionMaskedBackend runs the op through the Backend with a lengths buffer, in float32

@@ -110,32 +110,32 @@ func TestAttentionFloat32(t *testing.T) {
 }
 
 func testAttentionFloat32(t *testing.T) {
-	checkAttentionFloat32(t, newRand(9), 2, 2*attnKeyBlock+9, 128, 2)
+	checkAttentionFloat32(t, newRand(9), 2, 2*attnKeyBlock+9, 128, 2, causalMask)
 }
 
-// checkAttentionFloat32 runs float32 attention forward and backward on random inputs, with
-// outputs that start as garbage, against the float64 path, and requires one thread to give the
+// checkAttentionFloat32 runs float32 attention forward and backward with mask on random inputs,
+// with outputs that start as garbage, against the float64 path, and requires one thread to give the
 // bits of testPool's three.
-func checkAttentionFloat32(t *testing.T, r *rand.Rand, B, T, C, NH int) {
+func checkAttentionFloat32(t *testing.T, r *rand.Rand, B, T, C, NH int, mask attentionMask) {
 	t.Helper()
 	qkv64, dout64 := randoms[float64](r, B*T*3*C), randoms[float64](r, B*T*C)
 	dqkv0 := randoms[float64](r, B*T*3*C) // garbage that the op must overwrite
 	out64, lse64, dqkv64 := make([]float64, B*T*C), make([]float64, B*NH*T), clone(dqkv0)
-	attentionForward(testPool, out64, lse64, qkv64, B, T, C, NH, causalMask)
-	attentionBackward(testPool, dqkv64, dout64, qkv64, out64, lse64, B, T, C, NH, causalMask)
+	attentionForward(testPool, out64, lse64, qkv64, B, T, C, NH, mask)
+	attentionBackward(testPool, dqkv64, dout64, qkv64, out64, lse64, B, T, C, NH, mask)
 
 	qkv, dout := to32(qkv64), to32(dout64)
 	out, lse, dqkv := to32(randoms[float64](r, B*T*C)), make([]float32, B*NH*T), to32(dqkv0)
-	attentionForward(testPool, out, lse, qkv, B, T, C, NH, causalMask)
-	attentionBackward(testPool, dqkv, dout, qkv, out, lse, B, T, C, NH, causalMask)
+	attentionForward(testPool, out, lse, qkv, B, T, C, NH, mask)
+	attentionBackward(testPool, dqkv, dout, qkv, out, lse, B, T, C, NH, mask)
 	checkClose(t, "out", out, to32(out64), 1e-5)
 	checkClose(t, "lse", lse, to32(lse64), 1e-5)
 	checkClose(t, "dqkv", dqkv, to32(dqkv64), 1e-4)
 
 	one := &pool{threads: 1}
 	out1, lse1, dqkv1 := make([]float32, B*T*C), make([]float32, B*NH*T), to32(dqkv0)
-	attentionForward(one, out1, lse1, qkv, B, T, C, NH, causalMask)
-	attentionBackward(one, dqkv1, dout, qkv, out1, lse1, B, T, C, NH, causalMask)
+	attentionForward(one, out1, lse1, qkv, B, T, C, NH, mask)
+	attentionBackward(one, dqkv1, dout, qkv, out1, lse1, B, T, C, NH, mask)
 	checkClose(t, "out with 1 thread", out1, out, 0)
 	checkClose(t, "lse with 1 thread", lse1, lse, 0)
 	checkClose(t, "dqkv with 1 thread", dqkv1, dqkv, 0)
@@ -169,7 +169,7 @@ func TestAttentionPropagatesNaN(t *testing.T) {
 func TestAttentionShortFloat32(t *testing.T) {
 	for _, s := range []struct{ B, T, C, NH int }{{2, 64, 128, 4}, {1, 37, 64, 4}, {3, 1, 32, 1}, {1, 128, 128, 2}, {2, 23, 96, 2}} {
 		t.Run(fmt.Sprintf("B=%d,T=%d,C=%d,NH=%d", s.B, s.T, s.C, s.NH), func(t *testing.T) {
-			checkAttentionFloat32(t, newRand(11), s.B, s.T, s.C, s.NH)
+			checkAttentionFloat32(t, newRand(11), s.B, s.T, s.C, s.NH, causalMask)
 		})
 	}
 }
