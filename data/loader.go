@@ -213,6 +213,32 @@ func (l *Loader) Next(inputs, targets []int32) error {
 	return nil
 }
 
+// Skip moves past the next batch exactly as Next would, without reading it: the same random
+// draws in shuffle mode, the same position otherwise. Data-parallel ranks each read their own
+// batches of one global sequence and skip the others', so every rank's loader stays at the same
+// global position (one state for a checkpoint, whatever the world size).
+func (l *Loader) Skip() error {
+	if l.shards == nil {
+		return fmt.Errorf("loader: Skip after Close")
+	}
+	switch {
+	case l.shuffle:
+		windows := l.windowEnd[len(l.windowEnd)-1]
+		for range l.B {
+			l.rng.Int64N(windows)
+		}
+	case l.spreadRows > 0:
+		l.row = (l.row + int64(l.B)) % l.spreadRows
+	default:
+		n := int64(l.B * l.T)
+		if l.pos+n+1 > l.shards[l.shard].Tokens {
+			l.advanceShard()
+		}
+		l.pos += n
+	}
+	return nil
+}
+
 // advanceShard moves to the next usable shard, wrapping around.
 func (l *Loader) advanceShard() {
 	next := l.usable[0]

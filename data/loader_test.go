@@ -263,3 +263,46 @@ func TestLoaderSpread(t *testing.T) {
 		t.Errorf("a 4-token split with T=4: err = %v", err)
 	}
 }
+
+// Skip must leave a loader exactly where Next would: data-parallel ranks skip each other's
+// batches and must stay at one global position.
+func TestLoaderSkip(t *testing.T) {
+	paths := shardsOf(t, 40, 3, 32) // B*T = 8 divides 40 and 32: the shard ends exactly where a batch would
+	open := map[string]func() (*Loader, error){
+		"sequential": func() (*Loader, error) { return NewLoader(paths, 2, 4, 0, false, 7) },
+		"shuffle":    func() (*Loader, error) { return NewLoader(paths, 2, 4, 0, true, 7) },
+		"spread":     func() (*Loader, error) { return NewEvalLoader(paths, 2, 4, 0, 5) },
+	}
+	for name, newLoader := range open {
+		t.Run(name, func(t *testing.T) {
+			all, err := newLoader()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer all.Close()
+			skipping, err := newLoader()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer skipping.Close()
+			for i := range 23 {
+				in, tg := batch(t, all)
+				if i%3 != 1 {
+					if err := skipping.Skip(); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				in2, tg2 := batch(t, skipping)
+				if !slices.Equal(in, in2) || !slices.Equal(tg, tg2) {
+					t.Fatalf("batch %d after skips: %v, want %v", i, in2, in)
+				}
+			}
+			a, _ := json.Marshal(all.State())
+			b, _ := json.Marshal(skipping.State())
+			if string(a) != string(b) {
+				t.Fatalf("state after skips %s, want %s", b, a)
+			}
+		})
+	}
+}
