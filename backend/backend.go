@@ -116,6 +116,12 @@ type Ops interface {
 	GeluForward(out, inp Buf, N int)
 	// GeluBackward writes dinp(N) = gelu'(inp) * dout (overwritten).
 	GeluBackward(dinp, inp, dout Buf, N int)
+	// GeluErfForward: out(N) = gelu(inp(N)) in the exact form x*Phi(x) = 0.5*x*(1+erf(x/sqrt(2)))
+	// (BERT's); GeluForward's tanh form approximates it to within ~5e-4.
+	GeluErfForward(out, inp Buf, N int)
+	// GeluErfBackward writes dinp(N) = (Phi(x) + x*phi(x)) * dout for x = inp(N) (overwritten),
+	// phi being the standard normal density.
+	GeluErfBackward(dinp, inp, dout Buf, N int)
 
 	// ResidualForward: out(N) = a(N) + b(N).
 	ResidualForward(out, a, b Buf, N int)

@@ -101,6 +101,8 @@ func TestElemOpsAllocateNothing(t *testing.T) {
 		"LayerNormBackward":        func() { be.LayerNormBackward(z, w, b, y, x, w, mean, rstd, N, C) },
 		"GeluForward":              func() { be.GeluForward(y, x, 4*N*C) },
 		"GeluBackward":             func() { be.GeluBackward(z, x, y, 4*N*C) },
+		"GeluErfForward":           func() { be.GeluErfForward(y, x, 4*N*C) },
+		"GeluErfBackward":          func() { be.GeluErfBackward(z, x, y, 4*N*C) },
 		"ResidualForward":          func() { be.ResidualForward(z, x, y, 4*N*C) },
 		"ResidualBackward":         func() { be.ResidualBackward(z, y, x, 4*N*C) },
 		"CrossEntropyForward":      func() { be.CrossEntropyForward(losses, lse, logits, tokens, N, V, Vp) },

@@ -76,3 +76,60 @@ func (job *geluBackwardJob[F]) runRange(lo, hi int) {
 		dx[i] = grad * dy[i]
 	}
 }
+
+// GeluErfForward: out(N) = x*Phi(x) for x = inp(N), the exact GELU (BERT's).
+func (be *Backend) GeluErfForward(out, inp backend.Buf, N int) {
+	geluErfForward(&be.pool, Floats(out), Floats(inp), N)
+	be.round(out, N)
+}
+
+// GeluErfBackward writes dinp(N) = (Phi(x) + x*phi(x)) * dout for x = inp(N).
+func (be *Backend) GeluErfBackward(dinp, inp, dout backend.Buf, N int) {
+	geluErfBackward(&be.pool, Floats(dinp), Floats(inp), Floats(dout), N)
+	be.round(dinp, N)
+}
+
+// invSqrt2 and invSqrt2Pi are 1/sqrt(2) and 1/sqrt(2*pi): Phi(x) = 0.5*(1 + erf(x/sqrt(2))) is the
+// standard normal CDF and phi(x) = exp(-x*x/2)/sqrt(2*pi) its density.
+var invSqrt2, invSqrt2Pi = 1 / math.Sqrt2, 1 / math.Sqrt(2*math.Pi)
+
+// geluErfForward: out(N) = 0.5*x*(1 + erf(x/sqrt(2))) for x = inp(N). Every element is computed
+// in float64 with math.Erf and rounded once to F, so float32 results are the float64 values
+// rounded (no SIMD kernel: the exact form has no cheap vector erf here) and do not depend on
+// the thread count.
+func geluErfForward[F Float](p *pool, out, inp []F, N int) {
+	job := reuse[geluErfForwardJob[F]](p)
+	*job = geluErfForwardJob[F]{out: out[:N], inp: inp[:N]}
+	p.forRanges(N, 1024, job)
+	*job = geluErfForwardJob[F]{}
+}
+
+type geluErfForwardJob[F Float] struct{ out, inp []F }
+
+func (job *geluErfForwardJob[F]) runRange(lo, hi int) {
+	x, y := job.inp[lo:hi], job.out[lo:hi]
+	for i, xi := range x {
+		v := float64(xi)
+		y[i] = F(0.5 * v * (1 + math.Erf(v*invSqrt2)))
+	}
+}
+
+// geluErfBackward writes dinp(N) = gelu'(x)*dout(N) for x = inp(N), with
+// gelu'(x) = Phi(x) + x*phi(x), in float64 as geluErfForward.
+func geluErfBackward[F Float](p *pool, dinp, inp, dout []F, N int) {
+	job := reuse[geluErfBackwardJob[F]](p)
+	*job = geluErfBackwardJob[F]{dinp: dinp[:N], inp: inp[:N], dout: dout[:N]}
+	p.forRanges(N, 1024, job)
+	*job = geluErfBackwardJob[F]{}
+}
+
+type geluErfBackwardJob[F Float] struct{ dinp, inp, dout []F }
+
+func (job *geluErfBackwardJob[F]) runRange(lo, hi int) {
+	x, dy, dx := job.inp[lo:hi], job.dout[lo:hi], job.dinp[lo:hi]
+	for i, xi := range x {
+		v := float64(xi)
+		grad := 0.5*(1+math.Erf(v*invSqrt2)) + v*invSqrt2Pi*math.Exp(-0.5*v*v)
+		dx[i] = F(grad * float64(dy[i]))
+	}
+}

@@ -122,7 +122,7 @@ var kernelTypes = map[string]struct{ perFormat, perPair, single []string }{
 		"attention_backward_dkv_hs16", "attention_backward_dkv_hs32", "attention_backward_dkv_hs48", "attention_backward_dkv_hs64",
 		"attention_forward_mm64", "attention_backward_dq_mm64", "attention_backward_dkv_mm64"}},
 	"crossentropy.cu": {perFormat: []string{"crossentropy_forward", "crossentropy_backward"}},
-	"elementwise.cu": {perFormat: []string{"gelu_forward", "gelu_backward", "residual_forward", "residual_backward", "adamw",
+	"elementwise.cu": {perFormat: []string{"gelu_forward", "gelu_backward", "gelu_erf_forward", "gelu_erf_backward", "residual_forward", "residual_backward", "adamw",
 		"sum_squares_partial", "column_sum_partial", "column_sum_reduce"},
 		single: []string{"sum_squares_final", "convert_bf16_fp32", "convert_fp16_fp32", "convert_fp32_bf16", "convert_fp32_fp16"}},
 	"encoder.cu": {perFormat: []string{"encoder_forward"}, perPair: []string{"encoder_backward_wte", "encoder_backward_wte_index", "encoder_backward_wpe"}},

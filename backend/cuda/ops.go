@@ -309,6 +309,24 @@ func (be *Backend) GeluBackward(dinp, inp, dout backend.Buf, N int) {
 	})
 }
 
+func (be *Backend) GeluErfForward(out, inp backend.Buf, N int) {
+	if !be.sameFormat("GeluErfForward", out.DType(), inp) {
+		return
+	}
+	be.launch("GeluErfForward", "gelu_erf_forward"+formatSuffix(out.DType()), Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(out)).Ptr(ptrOf(inp)).Long(int64(N))
+	})
+}
+
+func (be *Backend) GeluErfBackward(dinp, inp, dout backend.Buf, N int) {
+	if !be.sameFormat("GeluErfBackward", dinp.DType(), inp, dout) {
+		return
+	}
+	be.launch("GeluErfBackward", "gelu_erf_backward"+formatSuffix(dinp.DType()), Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(dinp)).Ptr(ptrOf(inp)).Ptr(ptrOf(dout)).Long(int64(N))
+	})
+}
+
 func (be *Backend) ResidualForward(out, a, b backend.Buf, N int) {
 	if !be.sameFormat("ResidualForward", out.DType(), a, b) {
 		return

@@ -140,6 +140,12 @@ func testOps16(t *testing.T, g *Backend, x, gd backend.DType) {
 	r.cpu.GeluBackward(hd.c, h.c, hg.c, N*4*C)
 	g.GeluBackward(hd.g, h.g, hg.g, N*4*C)
 	r.check("GeluBackward", hd, tx)
+	r.cpu.GeluErfForward(hg.c, h.c, N*4*C)
+	g.GeluErfForward(hg.g, h.g, N*4*C)
+	r.check("GeluErfForward", hg, tx)
+	r.cpu.GeluErfBackward(hd.c, h.c, hg.c, N*4*C)
+	g.GeluErfBackward(hd.g, h.g, hg.g, N*4*C)
+	r.check("GeluErfBackward", hd, tx)
 
 	r.cpu.ResidualForward(res.c, in.c, a2.c, N*C)
 	g.ResidualForward(res.g, in.g, a2.g, N*C)

@@ -181,6 +181,12 @@ func TestOpsMatchCPU(t *testing.T) {
 			r.cpu.GeluBackward(hd.c, h.c, hg.c, N*4*C)
 			g.GeluBackward(hd.g, h.g, hg.g, N*4*C)
 			r.check("GeluBackward", hd, tol)
+			r.cpu.GeluErfForward(hg.c, h.c, N*4*C)
+			g.GeluErfForward(hg.g, h.g, N*4*C)
+			r.check("GeluErfForward", hg, tol)
+			r.cpu.GeluErfBackward(hd.c, h.c, hg.c, N*4*C)
+			g.GeluErfBackward(hd.g, h.g, hg.g, N*4*C)
+			r.check("GeluErfBackward", hd, tol)
 
 			r.cpu.ResidualForward(res.c, x.c, a2.c, N*C)
 			g.ResidualForward(res.g, x.g, a2.g, N*C)

@@ -166,10 +166,10 @@ func attentionForwardCachedCost(B, Tnew, pos, C, NH int) Cost {
 	}
 }
 
-// geluForwardCost: read inp (N), write out (N).
+// geluForwardCost: read inp (N), write out (N); the erf form too.
 func geluForwardCost(N int) Cost { return Cost{Bytes: elems(2 * N), Dims: dims("N", N)} }
 
-// geluBackwardCost: read inp, dout (N), write dinp (N).
+// geluBackwardCost: read inp, dout (N), write dinp (N); the erf form too.
 func geluBackwardCost(N int) Cost { return Cost{Bytes: elems(3 * N), Dims: dims("N", N)} }
 
 // residualForwardCost: read a, b (N), write out (N).

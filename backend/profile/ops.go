@@ -77,6 +77,18 @@ func (p *Backend) GeluBackward(dinp, inp, dout backend.Buf, N int) {
 	p.record("GeluBackward", start, p.finish(), geluBackwardCost(N))
 }
 
+func (p *Backend) GeluErfForward(out, inp backend.Buf, N int) {
+	start := p.now()
+	p.Backend.GeluErfForward(out, inp, N)
+	p.record("GeluErfForward", start, p.finish(), geluForwardCost(N))
+}
+
+func (p *Backend) GeluErfBackward(dinp, inp, dout backend.Buf, N int) {
+	start := p.now()
+	p.Backend.GeluErfBackward(dinp, inp, dout, N)
+	p.record("GeluErfBackward", start, p.finish(), geluBackwardCost(N))
+}
+
 func (p *Backend) ResidualForward(out, a, b backend.Buf, N int) {
 	start := p.now()
 	p.Backend.ResidualForward(out, a, b, N)

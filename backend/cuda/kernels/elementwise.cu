@@ -22,6 +22,26 @@ __device__ __forceinline__ void gelu_backward_t(X* dinp, const X* inp, const X* 
     st(dinp + i, grad * ld(dout + i));
 }
 
+// gelu_erf_forward: out(N) = x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))) of inp(N), the exact GELU.
+template <typename X>
+__device__ __forceinline__ void gelu_erf_forward_t(X* out, const X* inp, long N) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    float x = ld(inp + i);
+    st(out + i, 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)));
+}
+
+// gelu_erf_backward: dinp(N) = (Phi(x) + x phi(x)) * dout (overwritten), phi the normal density.
+template <typename X>
+__device__ __forceinline__ void gelu_erf_backward_t(X* dinp, const X* inp, const X* dout, long N) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    float x = ld(inp + i);
+    float cdf = 0.5f * (1.0f + erff(x * 0.7071067811865476f));
+    float pdf = 0.3989422804014327f * expf(-0.5f * x * x); // 1/sqrt(2 pi)
+    st(dinp + i, (cdf + x * pdf) * ld(dout + i));
+}
+
 // residual_forward: out(N) = a(N) + b(N).
 template <typename X>
 __device__ __forceinline__ void residual_forward_t(X* out, const X* a, const X* b, long N) {
@@ -113,6 +133,10 @@ __device__ __forceinline__ void column_sum_reduce_t(G* out, const float* partial
     extern "C" __global__ void gelu_forward##S(X* out, const X* inp, long N) { gelu_forward_t(out, inp, N); }          \
     extern "C" __global__ void gelu_backward##S(X* dinp, const X* inp, const X* dout, long N) {                        \
         gelu_backward_t(dinp, inp, dout, N);                                                                           \
+    }                                                                                                                  \
+    extern "C" __global__ void gelu_erf_forward##S(X* out, const X* inp, long N) { gelu_erf_forward_t(out, inp, N); }  \
+    extern "C" __global__ void gelu_erf_backward##S(X* dinp, const X* inp, const X* dout, long N) {                    \
+        gelu_erf_backward_t(dinp, inp, dout, N);                                                                       \
     }                                                                                                                  \
     extern "C" __global__ void residual_forward##S(X* out, const X* a, const X* b, long N) { residual_forward_t(out, a, b, N); } \
     extern "C" __global__ void residual_backward##S(X* da, X* db, const X* dout, long N) { residual_backward_t(da, db, dout, N); } \
