@@ -1,0 +1,733 @@
+package bert
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/gpt"
+)
+
+// Model holds a BERT encoder's parameters, gradients, AdamW moments and activations on one
+// backend, all flat buffers planned once with named views into them, as gpt.Model does; it has
+// gpt.Model's training methods (Forward, Backward, ZeroGrad, GradNorm, Update, SetParams, ...), so
+// one trainer can drive either.
+type Model struct {
+	Config Config
+	be     backend.Backend
+
+	// Flat buffers in ParamSpecs order; the AdamW moments mirror the parameters.
+	Params, Grads, M, V backend.Buf
+	params, grads       paramViews
+	moments1, moments2  []backend.Buf // per-tensor views of M and V
+	specs               []gpt.ParamSpec
+	offsets             []int // start of each spec in the flat buffers
+
+	maxB, maxT int
+	// compute is the storage format of activations and their gradients. Only fp32 is
+	// implemented; the buffers are allocated through it so that a 16-bit plan (gpt.Precision)
+	// has one place to go.
+	compute backend.DType
+	a       actBuffers
+	// Batch inputs on the backend, int32: tokens and token types (maxB*maxT), sequence lengths
+	// (maxB), and the flat indices b*T+t of the masked positions with their target ids (maxB*maxT).
+	inputs, types, lengths, maskIndex, maskTargets backend.Buf
+
+	// The last Forward: its shape, mask, masked count and accuracy. cur is false once Backward
+	// has turned the logits into their gradient.
+	cur           bool
+	B, T          int
+	mask          backend.AttentionMask
+	withTargets   bool
+	masked        int // M: positions in the loss
+	correct       int // of those, how many the argmax of the logits predicts
+	hostIndex     []int32
+	hostTargets   []int32
+	hostTypes     []int32
+	hostLosses    []float32
+	hostLogitsRow []float32
+}
+
+// paramViews are named views into a flat parameter (or gradient) buffer; per-layer tensors have
+// one view per layer. Tensors a configuration lacks (wtype, lnfw, lnfb) are nil.
+type paramViews struct {
+	wte, wpe, wtype, embedlnw, embedlnb              backend.Buf
+	qkvw, qkvb, attprojw, attprojb, ln1w, ln1b       []backend.Buf
+	fcw, fcb, fcprojw, fcprojb, ln2w, ln2b           []backend.Buf
+	lnfw, lnfb, headw, headb, headlnw, headlnb, outb backend.Buf
+	all                                              []backend.Buf
+}
+
+// actBuffers are the activations, sized for (maxB, maxT) and used for any smaller batch by
+// passing the batch's sizes to each op (ops read and write only the first N rows). Per-layer
+// slices are views of one layer-stacked allocation each. Attention keeps only its output and
+// each query's log-sum-exp, never a (T,T) matrix.
+type actBuffers struct {
+	// Embedding: tokPos = wte[tokens] + wpe[t] and typeEmb = wtype[types] (with token types
+	// only), embedSum their sum (or tokPos itself), embedln its LayerNorm: the first block's input.
+	tokPos, typeEmb, embedSum, embedln, embedMean, embedRstd backend.Buf // (BT,C) and (BT)
+	// Blocks, per layer. Post-LN: res1 = x + attproj, ln1 = LN(res1), res2 = ln1 + fcproj,
+	// ln2 = LN(res2) is the block's output. PreLN: ln1 = LN(x), res1 = x + attproj,
+	// ln2 = LN(res1), res2 = res1 + fcproj is the output, and lnf = LN(res2) after the last.
+	qkv, atty, attLse, attproj, res1, ln1, ln1Mean, ln1Rstd []backend.Buf
+	fch, fchGelu, fcproj, res2, ln2, ln2Mean, ln2Rstd       []backend.Buf
+	lnf, lnfMean, lnfRstd                                   backend.Buf
+	// MLM head on R rows (the M masked positions, or all B*T without targets): gathered (R,C)
+	// holds the masked rows of the encoder's output, headPre the dense layer's output, headAct
+	// its GELU, headLN the LayerNorm, logits (R,Vp) = headLN @ wte^T + outb.
+	gathered, headPre, headAct, headLN, headMean, headRstd backend.Buf
+	logits, logitsLse, losses                              backend.Buf
+	// Gradient scratch, reused layer after layer: dx and dres (BT,C), datty (BT,C), dqkv
+	// (BT,3C), dfch and dfchGelu (BT,4C).
+	dx, dres, datty, dqkv, dfch, dfchGelu backend.Buf
+}
+
+// New plans and allocates an fp32 model for batches of up to maxB sequences of up to maxT tokens.
+// Parameters are zero; call Init or SetParams.
+func New(be backend.Backend, cfg Config, maxB, maxT int) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if maxT > cfg.BlockSize {
+		return nil, fmt.Errorf("sequence length %d exceeds the model's block size %d; use --seq-len <= %d", maxT, cfg.BlockSize, cfg.BlockSize)
+	}
+	if maxB < 1 || maxT < 1 {
+		return nil, fmt.Errorf("batch size and sequence length must be >= 1 (got %d, %d)", maxB, maxT)
+	}
+	if mc, ok := be.(backend.MemoryChecker); ok {
+		if err := mc.CheckMemory(cfg.MemoryPlan(maxB, maxT)); err != nil {
+			return nil, err
+		}
+	}
+	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, specs: cfg.ParamSpecs(), compute: backend.F32}
+	n := 0
+	for _, s := range m.specs {
+		m.offsets = append(m.offsets, n)
+		n += s.Size()
+	}
+	m.Params, m.Grads, m.M, m.V = be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(n)
+	m.params, m.grads = m.paramViews(m.Params), m.paramViews(m.Grads)
+	m.moments1, m.moments2 = m.paramViews(m.M).all, m.paramViews(m.V).all
+	BT := maxB * maxT
+	m.inputs, m.types, m.lengths = be.AllocInt32(BT), be.AllocInt32(BT), be.AllocInt32(maxB)
+	m.maskIndex, m.maskTargets = be.AllocInt32(BT), be.AllocInt32(BT)
+	m.allocActs()
+	m.hostIndex, m.hostTargets, m.hostTypes = make([]int32, BT), make([]int32, BT), make([]int32, BT)
+	m.hostLosses, m.hostLogitsRow = make([]float32, BT), make([]float32, cfg.PaddedVocabSize)
+	return m, nil
+}
+
+func (m *Model) allocActs() {
+	c := m.Config
+	L, C, NH, Vp := c.NumLayers, c.Channels, c.NumHeads, c.PaddedVocabSize
+	BT := m.maxB * m.maxT
+	// Activations and their gradients (act) are in the compute format, statistics (f32) in fp32.
+	act := func(n int) backend.Buf { return m.alloc(n, m.compute) }
+	f32 := func(n int) backend.Buf { return m.be.Alloc(n) }
+	layers := func(alloc func(int) backend.Buf, size int) []backend.Buf {
+		buf := alloc(L * size)
+		out := make([]backend.Buf, L)
+		for l := range L {
+			out[l] = m.be.View(buf, l*size, size)
+		}
+		return out
+	}
+	a := &m.a
+	a.embedSum, a.embedln, a.embedMean, a.embedRstd = act(BT*C), act(BT*C), f32(BT), f32(BT)
+	if c.TypeVocabSize > 0 {
+		a.tokPos, a.typeEmb = act(BT*C), act(BT*C)
+	} else {
+		a.tokPos = a.embedSum
+	}
+	a.qkv, a.atty, a.attLse = layers(act, BT*3*C), layers(act, BT*C), layers(f32, m.maxB*NH*m.maxT)
+	a.attproj, a.res1, a.ln1 = layers(act, BT*C), layers(act, BT*C), layers(act, BT*C)
+	a.ln1Mean, a.ln1Rstd = layers(f32, BT), layers(f32, BT)
+	a.fch, a.fchGelu, a.fcproj = layers(act, BT*4*C), layers(act, BT*4*C), layers(act, BT*C)
+	a.res2, a.ln2, a.ln2Mean, a.ln2Rstd = layers(act, BT*C), layers(act, BT*C), layers(f32, BT), layers(f32, BT)
+	if c.PreLN {
+		a.lnf, a.lnfMean, a.lnfRstd = act(BT*C), f32(BT), f32(BT)
+	}
+	a.gathered, a.headPre, a.headAct, a.headLN = act(BT*C), act(BT*C), act(BT*C), act(BT*C)
+	a.headMean, a.headRstd = f32(BT), f32(BT)
+	a.logits, a.logitsLse, a.losses = act(BT*Vp), f32(BT), f32(BT)
+	a.dx, a.dres, a.datty = act(BT*C), act(BT*C), act(BT*C)
+	a.dqkv, a.dfch, a.dfchGelu = act(BT*3*C), act(BT*4*C), act(BT*4*C)
+}
+
+// MemoryPlan lists the bytes an fp32 model allocates for batches of up to B sequences of T
+// tokens, by category (a test checks it against what New allocates).
+func (c Config) MemoryPlan(B, T int) []backend.MemoryItem {
+	L, C, NH, Vp := int64(c.NumLayers), int64(c.Channels), int64(c.NumHeads), int64(c.PaddedVocabSize)
+	BT := int64(B) * int64(T)
+	n := int64(c.NumParams())
+	// Per layer: qkv (3), atty, attproj, res1, ln1 (4), fch and fchGelu (8), fcproj, res2, ln2 (3)
+	// times BT*C; statistics: four LayerNorm mean/rstd (4*BT) and attention's lse (BT*NH).
+	perLayer := 18*BT*C + 4*BT + BT*NH
+	// Once: embedSum, embedln (+ tokPos, typeEmb with token types), the head's four (R,C)
+	// buffers, the logits, and the backward scratch dx, dres, datty, dqkv, dfch, dfchGelu
+	// (14*BT*C); statistics: embedding and head LayerNorms (4*BT), lse and losses (2*BT).
+	once := 2*BT*C + 4*BT*C + BT*Vp + 14*BT*C + 6*BT
+	if c.TypeVocabSize > 0 {
+		once += 2 * BT * C
+	}
+	if c.PreLN {
+		once += BT*C + 2*BT
+	}
+	return []backend.MemoryItem{
+		{Name: "parameters", Bytes: 4 * n},
+		{Name: "gradients", Bytes: 4 * n},
+		{Name: "AdamW moments", Bytes: 8 * n},
+		{Name: "activations", Bytes: 4 * (L*perLayer + once)},
+		{Name: "tokens", Bytes: 4 * (4*BT + int64(B))},
+	}
+}
+
+// paramViews splits a flat buffer laid out like the parameters into named per-layer views.
+func (m *Model) paramViews(flat backend.Buf) paramViews {
+	var v paramViews
+	L := m.Config.NumLayers
+	for i, s := range m.specs {
+		whole := m.be.View(flat, m.offsets[i], s.Size())
+		v.all = append(v.all, whole)
+		perLayer := func() []backend.Buf {
+			size := s.Size() / L
+			out := make([]backend.Buf, L)
+			for l := range L {
+				out[l] = m.be.View(flat, m.offsets[i]+l*size, size)
+			}
+			return out
+		}
+		switch s.Name {
+		case "wte":
+			v.wte = whole
+		case "wpe":
+			v.wpe = whole
+		case "wtype":
+			v.wtype = whole
+		case "embedlnw":
+			v.embedlnw = whole
+		case "embedlnb":
+			v.embedlnb = whole
+		case "qkvw":
+			v.qkvw = perLayer()
+		case "qkvb":
+			v.qkvb = perLayer()
+		case "attprojw":
+			v.attprojw = perLayer()
+		case "attprojb":
+			v.attprojb = perLayer()
+		case "ln1w":
+			v.ln1w = perLayer()
+		case "ln1b":
+			v.ln1b = perLayer()
+		case "fcw":
+			v.fcw = perLayer()
+		case "fcb":
+			v.fcb = perLayer()
+		case "fcprojw":
+			v.fcprojw = perLayer()
+		case "fcprojb":
+			v.fcprojb = perLayer()
+		case "ln2w":
+			v.ln2w = perLayer()
+		case "ln2b":
+			v.ln2b = perLayer()
+		case "lnfw":
+			v.lnfw = whole
+		case "lnfb":
+			v.lnfb = whole
+		case "headw":
+			v.headw = whole
+		case "headb":
+			v.headb = whole
+		case "headlnw":
+			v.headlnw = whole
+		case "headlnb":
+			v.headlnb = whole
+		case "outb":
+			v.outb = whole
+		default:
+			panic("bert: no view for parameter " + s.Name)
+		}
+	}
+	return v
+}
+
+// alloc returns a buffer of n elements in dt.
+func (m *Model) alloc(n int, dt backend.DType) backend.Buf {
+	if dt == backend.F32 {
+		return m.be.Alloc(n)
+	}
+	return m.be.AllocDType(n, dt)
+}
+
+// Backend is the backend the model lives on.
+func (m *Model) Backend() backend.Backend { return m.be }
+
+// Specs lists the parameter tensors in flat-buffer order.
+func (m *Model) Specs() []gpt.ParamSpec { return m.specs }
+
+// Offsets gives the start of each parameter tensor in the flat buffers.
+func (m *Model) Offsets() []int { return m.offsets }
+
+// Init fills the parameters with BERT's initialisation: every embedding and Linear weight
+// N(0, 0.02) (no residual scaling, unlike GPT-2), biases 0 (the output bias too), LayerNorm
+// weights 1. The padded vocabulary rows of wte stay 0; they never receive gradient.
+func (m *Model) Init(seed uint64) {
+	c := m.Config
+	rng := rand.New(rand.NewPCG(seed, 0x6a09e667f3bcc909))
+	const chunk = 1 << 20 // fill and upload a chunk at a time: no host copy of every parameter
+	buf := make([]float32, min(chunk, c.NumParams()))
+	for i, s := range m.specs {
+		value := func(int) float32 { return 0 } // biases
+		switch s.Name {
+		case "embedlnw", "ln1w", "ln2w", "lnfw", "headlnw":
+			value = func(int) float32 { return 1 }
+		case "wte":
+			value = func(j int) float32 {
+				if j >= c.VocabSize*c.Channels {
+					return 0
+				}
+				return float32(rng.NormFloat64() * 0.02)
+			}
+		default:
+			if s.Decay { // the 2-D weights
+				value = func(int) float32 { return float32(rng.NormFloat64() * 0.02) }
+			}
+		}
+		for lo := 0; lo < s.Size(); lo += chunk {
+			part := buf[:min(chunk, s.Size()-lo)]
+			for j := range part {
+				part[j] = value(lo + j)
+			}
+			m.be.Upload(m.be.View(m.params.all[i], lo, len(part)), part)
+		}
+	}
+	m.ParamsChanged()
+}
+
+// SetParams uploads a flat host parameter array (ParamSpecs order).
+func (m *Model) SetParams(host []float32) error {
+	if len(host) != m.Params.Len() {
+		return fmt.Errorf("parameter count mismatch: have %d, model needs %d", len(host), m.Params.Len())
+	}
+	m.be.Upload(m.Params, host)
+	m.ParamsChanged()
+	return nil
+}
+
+// ParamsChanged is gpt.Model's hook for rewriting a 16-bit compute copy of the parameters after
+// they were written directly; an fp32 model has no copy, so it does nothing yet.
+func (m *Model) ParamsChanged() {}
+
+// ParamsUpdatedAt is gpt.Model's resume hook (the compute copy as update step left it); nothing
+// to do in fp32.
+func (m *Model) ParamsUpdatedAt(step int) {}
+
+// Batch is one encoder batch of B sequences of T tokens.
+type Batch struct {
+	B, T int
+	// Inputs (B,T) are the token ids after masking, each < V.
+	Inputs []int32
+	// Targets (B,T) holds the original token at each masked position and -1 everywhere else (not
+	// in the loss); nil runs the encoder and the MLM head at every position without a loss
+	// (LogitsRow then reads them).
+	Targets []int32
+	// TokenTypes (B,T), each < TypeVocabSize, or nil for type 0 everywhere.
+	TokenTypes []int32
+	// Lengths (B), 1 <= Lengths[b] <= T, or nil when every sequence fills its T positions.
+	// Positions past a sequence's length are padding: no query sees them, and their targets
+	// must be -1.
+	Lengths []int32
+}
+
+// Forward runs the model on inputs (B,T) whose targets (B,T) are -1 except at the masked
+// positions, and returns the mean MLM loss over the masked positions (0 when there are none, or
+// without targets); MaskedAccuracy reports how many the model predicts. It is ForwardBatch
+// without token types or padding, gpt.Model.Forward's signature.
+func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
+	return m.ForwardBatch(Batch{B: B, T: T, Inputs: inputs, Targets: targets})
+}
+
+// ForwardBatch runs the encoder and the MLM head on batch b and returns the mean loss over its
+// masked positions (see Batch and Forward). The activations stay on the backend for Backward.
+func (m *Model) ForwardBatch(b Batch) (float32, error) {
+	if err := m.checkBatch(b); err != nil {
+		return 0, err
+	}
+	c, be, p, a := m.Config, m.be, &m.params, &m.a
+	defer backend.Scope(be, "forward")()
+	B, T := b.B, b.T
+	BT, C, NH, V, Vp := B*T, c.Channels, c.NumHeads, c.VocabSize, c.PaddedVocabSize
+	m.cur, m.B, m.T, m.withTargets, m.masked, m.correct = true, B, T, b.Targets != nil, 0, 0
+	m.mask = backend.AttentionMask{Causal: false}
+	if b.Lengths != nil {
+		be.UploadInt32(m.lengths, b.Lengths)
+		m.mask.Lengths = m.lengths // the ops read its first B
+	}
+
+	// Embedding: LayerNorm(wte[token] + wpe[t] + wtype[type]).
+	be.UploadInt32(m.inputs, b.Inputs)
+	var wpe backend.Buf
+	if !c.NoPositionalEmbs {
+		wpe = p.wpe
+	}
+	be.EncoderForward(a.tokPos, m.inputs, p.wte, wpe, B, T, C)
+	if c.TypeVocabSize > 0 {
+		types := b.TokenTypes
+		if types == nil {
+			types = m.hostTypes[:BT]
+			clear(types)
+		}
+		be.UploadInt32(m.types, types)
+		be.EncoderForward(a.typeEmb, m.types, p.wtype, nil, B, T, C)
+		be.ResidualLayerNormForward(a.embedSum, a.embedln, a.embedMean, a.embedRstd, a.tokPos, a.typeEmb, p.embedlnw, p.embedlnb, BT, C)
+	} else {
+		be.LayerNormForward(a.embedln, a.embedMean, a.embedRstd, a.embedSum, p.embedlnw, p.embedlnb, BT, C)
+	}
+
+	// Encoder blocks; x is each block's input. Every LayerNorm that follows a residual add is
+	// fused with it (ResidualLayerNormForward writes the sum too, which backward reads).
+	x := a.embedln
+	if c.PreLN {
+		be.LayerNormForward(a.ln1[0], a.ln1Mean[0], a.ln1Rstd[0], x, p.ln1w[0], p.ln1b[0], BT, C)
+	}
+	for l := range c.NumLayers {
+		endLayer := backend.Scope(be, "layer")
+		attIn := x // post-LN: attention reads the block input; PreLN: its LayerNorm
+		if c.PreLN {
+			attIn = a.ln1[l]
+		}
+		be.MatmulForward(a.qkv[l], attIn, p.qkvw[l], p.qkvb[l], BT, C, 3*C)
+		be.AttentionForward(a.atty[l], a.attLse[l], a.qkv[l], B, T, C, NH, m.mask)
+		be.MatmulForward(a.attproj[l], a.atty[l], p.attprojw[l], p.attprojb[l], BT, C, C)
+		if c.PreLN {
+			// res1 = x + attn; ln2 = LN(res1) feeds the MLP; res2 = res1 + mlp, LayerNormed
+			// into the next block's ln1 or, after the last, lnf.
+			be.ResidualLayerNormForward(a.res1[l], a.ln2[l], a.ln2Mean[l], a.ln2Rstd[l], x, a.attproj[l], p.ln2w[l], p.ln2b[l], BT, C)
+			m.mlpForward(l, a.ln2[l], BT)
+			if l+1 < c.NumLayers {
+				be.ResidualLayerNormForward(a.res2[l], a.ln1[l+1], a.ln1Mean[l+1], a.ln1Rstd[l+1], a.res1[l], a.fcproj[l], p.ln1w[l+1], p.ln1b[l+1], BT, C)
+			} else {
+				be.ResidualLayerNormForward(a.res2[l], a.lnf, a.lnfMean, a.lnfRstd, a.res1[l], a.fcproj[l], p.lnfw, p.lnfb, BT, C)
+			}
+			x = a.res2[l]
+		} else {
+			// BERT: ln1 = LN(x + attn) feeds the MLP; the output is ln2 = LN(ln1 + mlp).
+			be.ResidualLayerNormForward(a.res1[l], a.ln1[l], a.ln1Mean[l], a.ln1Rstd[l], x, a.attproj[l], p.ln1w[l], p.ln1b[l], BT, C)
+			m.mlpForward(l, a.ln1[l], BT)
+			be.ResidualLayerNormForward(a.res2[l], a.ln2[l], a.ln2Mean[l], a.ln2Rstd[l], a.ln1[l], a.fcproj[l], p.ln2w[l], p.ln2b[l], BT, C)
+			x = a.ln2[l]
+		}
+		endLayer()
+	}
+	hidden := m.hidden()
+
+	// MLM head. With targets it runs on the masked rows only: EncoderForward without a position
+	// table is a row gather (gathered[i] = hidden[index[i]]) and EncoderBackward its scatter-add.
+	// This, rather than a cross-entropy that skips targets of -1, keeps the vocabulary matmul,
+	// the largest of a small model's step, to the ~15% of rows in the loss, and it needs no new
+	// kernel on either backend.
+	rows, headIn := BT, hidden
+	if b.Targets != nil {
+		M := 0
+		for i, tgt := range b.Targets {
+			if tgt >= 0 {
+				m.hostIndex[M], m.hostTargets[M] = int32(i), tgt
+				M++
+			}
+		}
+		m.masked = M
+		if M == 0 {
+			return 0, nil
+		}
+		be.UploadInt32(m.maskIndex, m.hostIndex[:M])
+		be.UploadInt32(m.maskTargets, m.hostTargets[:M])
+		be.EncoderForward(a.gathered, m.maskIndex, hidden, nil, 1, M, C)
+		rows, headIn = M, a.gathered
+	}
+	endHead := backend.Scope(be, "mlm_head")
+	be.MatmulForward(a.headPre, headIn, p.headw, p.headb, rows, C, C)
+	m.geluForward(a.headAct, a.headPre, rows*C)
+	be.LayerNormForward(a.headLN, a.headMean, a.headRstd, a.headAct, p.headlnw, p.headlnb, rows, C)
+	be.MatmulForward(a.logits, a.headLN, p.wte, p.outb, rows, C, Vp) // tied to wte, plus outb
+	endHead()
+	if b.Targets == nil {
+		return 0, nil
+	}
+	M := rows
+	be.CrossEntropyForward(a.losses, a.logitsLse, a.logits, m.maskTargets, M, V, Vp)
+	losses := m.hostLosses[:M]
+	be.Download(losses, a.losses)
+	var sum float64
+	for _, l := range losses {
+		sum += float64(l)
+	}
+	m.correct = m.countCorrect(M)
+	return float32(sum / float64(M)), nil
+}
+
+// mlpForward runs block l's MLP on in (BT,C): fcproj[l] = fcproj(gelu(fc(in))).
+func (m *Model) mlpForward(l int, in backend.Buf, BT int) {
+	p, a, C := &m.params, &m.a, m.Config.Channels
+	m.be.MatmulForward(a.fch[l], in, p.fcw[l], p.fcb[l], BT, C, 4*C)
+	m.geluForward(a.fchGelu[l], a.fch[l], BT*4*C)
+	m.be.MatmulForward(a.fcproj[l], a.fchGelu[l], p.fcprojw[l], p.fcprojb[l], BT, 4*C, C)
+}
+
+// hidden is the encoder's output (BT,C): the last block's ln2 (post-LN) or lnf (PreLN).
+func (m *Model) hidden() backend.Buf {
+	if m.Config.PreLN {
+		return m.a.lnf
+	}
+	return m.a.ln2[m.Config.NumLayers-1]
+}
+
+func (m *Model) geluForward(out, inp backend.Buf, N int) {
+	if m.Config.TanhGELU {
+		m.be.GeluForward(out, inp, N)
+	} else {
+		m.be.GeluErfForward(out, inp, N)
+	}
+}
+
+func (m *Model) geluBackward(dinp, inp, dout backend.Buf, N int) {
+	if m.Config.TanhGELU {
+		m.be.GeluBackward(dinp, inp, dout, N)
+	} else {
+		m.be.GeluErfBackward(dinp, inp, dout, N)
+	}
+}
+
+// countCorrect counts the masked rows whose largest real-vocabulary logit (the first, on a tie)
+// is the target. The logits are read in place where the backend's memory is the host's, else
+// downloaded one row at a time (a GPU trainer will want an argmax op instead).
+func (m *Model) countCorrect(M int) int {
+	Vp, V := m.Config.PaddedVocabSize, m.Config.VocabSize
+	var all []float32
+	if h, ok := m.be.(backend.HostMemory); ok {
+		all = h.HostFloats(m.a.logits)
+	}
+	correct := 0
+	for i := range M {
+		row := m.hostLogitsRow[:V]
+		if all != nil {
+			row = all[i*Vp : i*Vp+V]
+		} else {
+			m.be.Download(row, m.be.View(m.a.logits, i*Vp, V))
+		}
+		best := 0
+		for j, v := range row {
+			if v > row[best] {
+				best = j
+			}
+		}
+		if int32(best) == m.hostTargets[i] {
+			correct++
+		}
+	}
+	return correct
+}
+
+// MaskedAccuracy returns, for the last Forward with targets, how many masked positions the model
+// predicts (argmax of the logits equals the target) and how many there were.
+func (m *Model) MaskedAccuracy() (correct, masked int) { return m.correct, m.masked }
+
+// checkBatch validates a batch's shape and ids with a one-line error.
+func (m *Model) checkBatch(b Batch) error {
+	B, T, c := b.B, b.T, m.Config
+	if B < 1 || T < 1 {
+		return fmt.Errorf("batch size and sequence length must be >= 1 (got %d, %d)", B, T)
+	}
+	if T > c.BlockSize {
+		return fmt.Errorf("sequence length %d exceeds the model's block size %d", T, c.BlockSize)
+	}
+	if B*T > m.maxB*m.maxT || T > m.maxT || B > m.maxB {
+		return fmt.Errorf("batch (%d,%d) exceeds the planned capacity (%d,%d)", B, T, m.maxB, m.maxT)
+	}
+	if len(b.Inputs) != B*T || (b.Targets != nil && len(b.Targets) != B*T) || (b.TokenTypes != nil && len(b.TokenTypes) != B*T) {
+		return fmt.Errorf("batch arrays must hold B*T = %d ids (inputs %d, targets %d, token types %d)", B*T, len(b.Inputs), len(b.Targets), len(b.TokenTypes))
+	}
+	V := int32(c.VocabSize)
+	for i, tok := range b.Inputs {
+		if tok < 0 || tok >= V {
+			return fmt.Errorf("token %d at position %d is outside the vocabulary [0,%d); the data does not match this model's vocab size", tok, i, V)
+		}
+	}
+	for i, tok := range b.Targets {
+		if tok < -1 || tok >= V {
+			return fmt.Errorf("target %d at position %d is neither -1 (not masked) nor in the vocabulary [0,%d)", tok, i, V)
+		}
+	}
+	if b.TokenTypes != nil && c.TypeVocabSize == 0 {
+		return fmt.Errorf("the batch has token types but the model has no token-type embedding (type_vocab_size 0)")
+	}
+	for i, tt := range b.TokenTypes {
+		if tt < 0 || int(tt) >= c.TypeVocabSize {
+			return fmt.Errorf("token type %d at position %d is outside [0,%d)", tt, i, c.TypeVocabSize)
+		}
+	}
+	if b.Lengths != nil {
+		if len(b.Lengths) != B {
+			return fmt.Errorf("lengths must hold one length per sequence (%d), got %d", B, len(b.Lengths))
+		}
+		for s, n := range b.Lengths {
+			if n < 1 || int(n) > T {
+				return fmt.Errorf("sequence %d has length %d outside [1,%d]", s, n, T)
+			}
+			for t := int(n); t < T && b.Targets != nil; t++ {
+				if b.Targets[s*T+t] >= 0 {
+					return fmt.Errorf("sequence %d has a masked target at padded position %d (length %d)", s, t, n)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// ZeroGrad clears the parameter gradients (before the first micro-batch of a step).
+func (m *Model) ZeroGrad() { m.be.Zero(m.Grads) }
+
+// Backward accumulates into Grads the gradient of lossScale * (mean MLM loss of the last
+// Forward), which must have had targets. Use lossScale = 1/gradAccum for gradient accumulation.
+// A batch without masked positions has zero loss and adds nothing.
+func (m *Model) Backward(lossScale float32) error {
+	if !m.cur || !m.withTargets {
+		return fmt.Errorf("backward called before a forward pass with targets")
+	}
+	m.cur = false // the logits become dlogits
+	if m.masked == 0 {
+		return nil
+	}
+	c, be, p, g, a := m.Config, m.be, &m.params, &m.grads, &m.a
+	defer backend.Scope(be, "backward")()
+	B, T, M := m.B, m.T, m.masked
+	BT, C, V, Vp := B*T, c.Channels, c.VocabSize, c.PaddedVocabSize
+
+	// MLM head, loss -> the masked rows of the encoder output. a.logits become dlogits in
+	// place; datty and dres serve as (M,C) scratch before the blocks need them.
+	endHead := backend.Scope(be, "mlm_head")
+	be.CrossEntropyBackward(a.logits, a.logits, a.logitsLse, m.maskTargets, lossScale/float32(M), M, V, Vp)
+	be.MatmulBackward(a.datty, g.wte, g.outb, a.logits, a.headLN, p.wte, M, C, Vp) // d headLN
+	be.Zero(a.dres)
+	be.LayerNormBackward(a.dres, g.headlnw, g.headlnb, a.datty, a.headAct, p.headlnw, a.headMean, a.headRstd, M, C) // d headAct
+	m.geluBackward(a.datty, a.headPre, a.dres, M*C)                                                                 // d headPre
+	be.MatmulBackward(a.dres, g.headw, g.headb, a.datty, a.gathered, p.headw, M, C, C)                              // d gathered
+	be.Zero(a.dx)
+	be.EncoderBackward(a.dx, nil, a.dres, m.maskIndex, 1, M, C) // scatter-add: dx = d hidden (BT,C)
+	endHead()
+
+	// Blocks, last to first. On entry to each, dx holds the gradient of the block's output in
+	// post-LN; in PreLN dres carries the residual stream's gradient (a residual add passes its
+	// output gradient to both inputs, so each branch's input gradient is added back into it).
+	if c.PreLN {
+		be.Zero(a.dres)
+		be.LayerNormBackward(a.dres, g.lnfw, g.lnfb, a.dx, a.res2[c.NumLayers-1], p.lnfw, a.lnfMean, a.lnfRstd, BT, C)
+	}
+	for l := c.NumLayers - 1; l >= 0; l-- {
+		endLayer := backend.Scope(be, "layer")
+		x := a.embedln // the block's input
+		if l > 0 {
+			x = a.ln2[l-1]
+			if c.PreLN {
+				x = a.res2[l-1]
+			}
+		}
+		if c.PreLN {
+			// MLP branch: res2 = res1 + fcproj(gelu(fc(ln2(res1)))).
+			m.mlpBackward(l, a.dres, a.dx, a.ln2[l], BT)
+			be.LayerNormBackward(a.dres, g.ln2w[l], g.ln2b[l], a.dx, a.res1[l], p.ln2w[l], a.ln2Mean[l], a.ln2Rstd[l], BT, C)
+			// Attention branch: res1 = x + attproj(attention(qkv(ln1(x)))).
+			m.attentionBackward(l, a.dres, a.dx, a.ln1[l], B, T)
+			be.LayerNormBackward(a.dres, g.ln1w[l], g.ln1b[l], a.dx, x, p.ln1w[l], a.ln1Mean[l], a.ln1Rstd[l], BT, C)
+		} else {
+			// ln2 = LN(res2), res2 = ln1 + mlp(ln1): d res2 into dres, then d ln1 = dres + the
+			// MLP's input gradient.
+			be.Zero(a.dres)
+			be.LayerNormBackward(a.dres, g.ln2w[l], g.ln2b[l], a.dx, a.res2[l], p.ln2w[l], a.ln2Mean[l], a.ln2Rstd[l], BT, C)
+			m.mlpBackward(l, a.dres, a.dx, a.ln1[l], BT)
+			be.ResidualForward(a.dx, a.dx, a.dres, BT*C)
+			// ln1 = LN(res1), res1 = x + attn(x): likewise to d x.
+			be.Zero(a.dres)
+			be.LayerNormBackward(a.dres, g.ln1w[l], g.ln1b[l], a.dx, a.res1[l], p.ln1w[l], a.ln1Mean[l], a.ln1Rstd[l], BT, C)
+			m.attentionBackward(l, a.dres, a.dx, x, B, T)
+			be.ResidualForward(a.dx, a.dx, a.dres, BT*C)
+		}
+		endLayer()
+	}
+
+	// Embedding LayerNorm, then the tables. demb is d embedln; the other scratch buffer, zeroed,
+	// takes d embedSum.
+	demb, dsum := a.dx, a.dres
+	if c.PreLN {
+		demb, dsum = a.dres, a.dx
+	}
+	be.Zero(dsum)
+	be.LayerNormBackward(dsum, g.embedlnw, g.embedlnb, demb, a.embedSum, p.embedlnw, a.embedMean, a.embedRstd, BT, C)
+	var dwpe backend.Buf
+	if !c.NoPositionalEmbs {
+		dwpe = g.wpe
+	}
+	be.EncoderBackward(g.wte, dwpe, dsum, m.inputs, B, T, C)
+	if c.TypeVocabSize > 0 {
+		be.EncoderBackward(g.wtype, nil, dsum, m.types, B, T, C)
+	}
+	return nil
+}
+
+// mlpBackward writes din (BT,C), the gradient of block l's MLP input in (BT,C), given dout, the
+// gradient of its output fcproj[l], and accumulates the MLP's parameter gradients.
+func (m *Model) mlpBackward(l int, dout, din, in backend.Buf, BT int) {
+	p, g, a, C := &m.params, &m.grads, &m.a, m.Config.Channels
+	m.be.MatmulBackward(a.dfchGelu, g.fcprojw[l], g.fcprojb[l], dout, a.fchGelu[l], p.fcprojw[l], BT, 4*C, C)
+	m.geluBackward(a.dfch, a.fch[l], a.dfchGelu, BT*4*C)
+	m.be.MatmulBackward(din, g.fcw[l], g.fcb[l], a.dfch, in, p.fcw[l], BT, C, 4*C)
+}
+
+// attentionBackward writes din (BT,C), the gradient of block l's attention input in, given dout,
+// the gradient of its output attproj[l], and accumulates the attention's parameter gradients.
+func (m *Model) attentionBackward(l int, dout, din, in backend.Buf, B, T int) {
+	p, g, a, C, NH := &m.params, &m.grads, &m.a, m.Config.Channels, m.Config.NumHeads
+	BT := B * T
+	m.be.MatmulBackward(a.datty, g.attprojw[l], g.attprojb[l], dout, a.atty[l], p.attprojw[l], BT, C, C)
+	m.be.AttentionBackward(a.dqkv, a.datty, a.qkv[l], a.atty[l], a.attLse[l], B, T, C, NH, m.mask)
+	m.be.MatmulBackward(din, g.qkvw[l], g.qkvb[l], a.dqkv, in, p.qkvw[l], BT, C, 3*C)
+}
+
+// GradNorm is the global L2 norm of the gradients.
+func (m *Model) GradNorm() float64 {
+	defer backend.Scope(m.be, "grad_norm")()
+	return math.Sqrt(m.be.SumSquares(m.Grads, m.Grads.Len()))
+}
+
+// Update applies one AdamW step (1-based step) with learning rate lr to every parameter tensor;
+// weight decay only touches tensors whose spec has Decay (the 2-D weights). gradScale multiplies
+// the gradients first (gradient clipping).
+func (m *Model) Update(opt gpt.AdamWConfig, lr float64, step int, gradScale float64) {
+	defer backend.Scope(m.be, "optimizer")()
+	for i, s := range m.specs {
+		wd := 0.0
+		if s.Decay {
+			wd = opt.WeightDecay
+		}
+		m.be.AdamW(m.params.all[i], m.grads.all[i], m.moments1[i], m.moments2[i], s.Size(), backend.AdamWParams{
+			LR: float32(lr), Beta1: float32(opt.Beta1), Beta2: float32(opt.Beta2), Eps: float32(opt.Eps),
+			WeightDecay: float32(wd), GradScale: float32(gradScale), Step: step,
+		})
+	}
+	m.ParamsUpdatedAt(step)
+}
+
+// LogitsRow copies the logits (len(dst) <= Vp columns, V real ones first) of sequence b at
+// position t of the last Forward without targets into dst.
+func (m *Model) LogitsRow(dst []float32, b, t int) error {
+	if !m.cur || m.withTargets {
+		return fmt.Errorf("logits of every position exist only after a Forward without targets")
+	}
+	if b < 0 || b >= m.B || t < 0 || t >= m.T || len(dst) > m.Config.PaddedVocabSize {
+		return fmt.Errorf("logits row (%d,%d) of %d columns is outside the last batch (%d,%d) x %d", b, t, len(dst), m.B, m.T, m.Config.PaddedVocabSize)
+	}
+	m.be.Download(dst, m.be.View(m.a.logits, (b*m.T+t)*m.Config.PaddedVocabSize, len(dst)))
+	return nil
+}
