@@ -1,6 +1,10 @@
 package gpt
 
-import "github.com/gpt2go/gpt2go/backend"
+import (
+	"fmt"
+
+	"github.com/gpt2go/gpt2go/backend"
+)
 
 // MemoryPlan lists the bytes an fp32 model allocates on its backend for batches of up to B
 // sequences of T tokens, by category: everything is allocated once, up front, by New. A test
@@ -12,11 +16,18 @@ func (c Config) MemoryPlan(B, T int) []backend.MemoryItem {
 // PrecisionMemoryPlan is MemoryPlan for the storage plan prec, counting each format at its native
 // size (2 bytes for bf16 and fp16), as a GPU stores it.
 func (c Config) PrecisionMemoryPlan(B, T int, prec Precision) []backend.MemoryItem {
-	return c.memoryPlan(B, T, prec, func(dt backend.DType) int64 { return int64(dt.Bytes()) })
+	return c.ParallelMemoryPlan(B, T, prec, Parallel{})
+}
+
+// ParallelMemoryPlan is PrecisionMemoryPlan for one rank with the data-parallel layout par:
+// ZeRO-1 keeps 1/Shards of the AdamW moments (and pads the parameters and gradients to equal
+// shards), SeparateAccum adds a second gradient buffer.
+func (c Config) ParallelMemoryPlan(B, T int, prec Precision, par Parallel) []backend.MemoryItem {
+	return c.memoryPlan(B, T, prec, par, func(dt backend.DType) int64 { return int64(dt.Bytes()) })
 }
 
 // memoryPlan is the plan with sizeOf(dt) bytes per element of dt.
-func (c Config) memoryPlan(B, T int, prec Precision, sizeOf func(backend.DType) int64) []backend.MemoryItem {
+func (c Config) memoryPlan(B, T int, prec Precision, par Parallel, sizeOf func(backend.DType) int64) []backend.MemoryItem {
 	L, C, NH, Vp := int64(c.NumLayers), int64(c.Channels), int64(c.NumHeads), int64(c.PaddedVocabSize)
 	BT := int64(B) * int64(T)
 	n := int64(c.NumParams())
@@ -32,13 +43,22 @@ func (c Config) memoryPlan(B, T int, prec Precision, sizeOf func(backend.DType) 
 	// losses (2*BT).
 	once := 2*BT*C + BT*Vp + 5*BT*C + 3*BT*C + 8*BT*C
 	onceStats := 2*BT + 2*BT
-	plan := []backend.MemoryItem{{Name: "parameters", Bytes: f32 * n}}
+	padded, moments, momentsName := n, n, "AdamW moments"
+	if par.Shards > 0 {
+		s := int64(ShardLen(int(n), par.Shards))
+		padded, moments = s*int64(par.Shards), s
+		momentsName = fmt.Sprintf("AdamW moments (ZeRO-1: 1/%d shard)", par.Shards)
+	}
+	plan := []backend.MemoryItem{{Name: "parameters", Bytes: f32 * padded}}
 	if prec.Mixed() {
 		plan = append(plan, backend.MemoryItem{Name: "parameters (" + prec.Compute.String() + " copy)", Bytes: act * n})
 	}
+	plan = append(plan, backend.MemoryItem{Name: "gradients", Bytes: sizeOf(prec.Grads) * padded})
+	if par.SeparateAccum {
+		plan = append(plan, backend.MemoryItem{Name: "gradients (one micro-batch's)", Bytes: sizeOf(prec.Grads) * n})
+	}
 	return append(plan,
-		backend.MemoryItem{Name: "gradients", Bytes: sizeOf(prec.Grads) * n},
-		backend.MemoryItem{Name: "AdamW moments", Bytes: 2 * f32 * n},
+		backend.MemoryItem{Name: momentsName, Bytes: 2 * f32 * moments},
 		backend.MemoryItem{Name: "activations", Bytes: act*(L*perLayer+once) + f32*(L*perLayerStats+onceStats)},
 		backend.MemoryItem{Name: "tokens", Bytes: 2 * 4 * BT},
 	)

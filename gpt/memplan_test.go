@@ -50,6 +50,18 @@ func TestMemoryPlanMatchesAllocations(t *testing.T) {
 			}
 		}
 	}
+	// The data-parallel layouts: padded ZeRO-1 shards, a second gradient buffer.
+	cfg0 := parallelConfig
+	for _, par := range []gpt.Parallel{{SeparateAccum: true}, {Shards: 2, Rank: 1}, {Shards: 3, SeparateAccum: true}} {
+		be := &counting{Backend: cpu.New(1)}
+		if _, err := gpt.NewParallel(be, cfg0, 2, 5, gpt.Precision{}, par); err != nil {
+			t.Fatal(err)
+		}
+		plan := cfg0.ParallelMemoryPlan(2, 5, gpt.Precision{}, par)
+		if got := gpt.PlanBytes(plan); got != be.bytes || gpt.PlanBytes(be.checked) != got {
+			t.Errorf("%+v: plan says %d bytes, New allocated %d and checked %d", par, got, be.bytes, gpt.PlanBytes(be.checked))
+		}
+	}
 	be := &counting{Backend: cpu.New(1), refuse: true}
 	cfg := gpt.Config{BlockSize: 16, VocabSize: 50, PaddedVocabSize: 64, NumLayers: 2, NumHeads: 2, Channels: 16}
 	if _, err := gpt.New(be, cfg, 2, 16); err == nil || be.bytes != 0 {

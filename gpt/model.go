@@ -19,12 +19,19 @@ type Model struct {
 	// 16-bit copy in a mixed plan (see Precision).
 	Params, Grads, M, V backend.Buf
 	params, grads       paramViews
-	prec                Precision
-	compute             backend.Buf
-	fwd                 paramViews    // views of compute
-	moments1, moments2  []backend.Buf // per-tensor views of M and V
-	specs               []ParamSpec
-	offsets             []int // start of each spec in the flat buffers
+	// Data-parallel layout (parallel.go): with ZeRO-1 shards, Params and Grads are views of the
+	// first NumParams elements of padded flat buffers, and M and V hold this rank's shard only.
+	par                   Parallel
+	paramsFlat, gradsFlat backend.Buf
+	gradScratch           backend.Buf // SeparateAccum: one micro-batch's gradient
+	scratch               paramViews  // views of gradScratch
+	normSums              []float64   // GradNorm's block sums
+	prec                  Precision
+	compute               backend.Buf
+	fwd                   paramViews    // views of compute
+	moments1, moments2    []backend.Buf // per-tensor views of M and V
+	specs                 []ParamSpec
+	offsets               []int // start of each spec in the flat buffers
 
 	maxB, maxT int
 	inputs     backend.Buf // int32 (B,T)
@@ -75,6 +82,12 @@ func New(be backend.Backend, cfg Config, maxB, maxT int) (*Model, error) {
 
 // NewWithPrecision is New with the storage plan prec (mixed precision).
 func NewWithPrecision(be backend.Backend, cfg Config, maxB, maxT int, prec Precision) (*Model, error) {
+	return NewParallel(be, cfg, maxB, maxT, prec, Parallel{})
+}
+
+// NewParallel is NewWithPrecision with the buffer layout par asks for data-parallel training
+// (see Parallel).
+func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, par Parallel) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -90,19 +103,22 @@ func NewWithPrecision(be backend.Backend, cfg Config, maxB, maxT int, prec Preci
 	if maxB < 1 || maxT < 1 {
 		return nil, fmt.Errorf("batch size and sequence length must be >= 1 (got %d, %d)", maxB, maxT)
 	}
+	if err := par.validate(); err != nil {
+		return nil, err
+	}
 	if mc, ok := be.(backend.MemoryChecker); ok {
-		plan := cfg.memoryPlan(maxB, maxT, prec, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
+		plan := cfg.memoryPlan(maxB, maxT, prec, par, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
 		if err := mc.CheckMemory(plan); err != nil {
 			return nil, err
 		}
 	}
-	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, specs: cfg.ParamSpecs(), views: map[[2]int]*acts{}, prec: prec}
+	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, specs: cfg.ParamSpecs(), views: map[[2]int]*acts{}, prec: prec, par: par}
 	n := 0
 	for _, s := range m.specs {
 		m.offsets = append(m.offsets, n)
 		n += s.Size()
 	}
-	m.Params, m.Grads, m.M, m.V = be.Alloc(n), m.alloc(n, prec.Grads), be.Alloc(n), be.Alloc(n)
+	m.allocFlat(n)
 	m.params = m.paramViews(m.Params)
 	m.compute, m.fwd = m.Params, m.params
 	if prec.Mixed() {
@@ -110,7 +126,13 @@ func NewWithPrecision(be backend.Backend, cfg Config, maxB, maxT int, prec Preci
 		m.fwd = m.paramViews(m.compute)
 	}
 	m.grads = m.paramViews(m.Grads)
-	m.moments1, m.moments2 = m.paramViews(m.M).all, m.paramViews(m.V).all
+	if par.Shards == 0 {
+		m.moments1, m.moments2 = m.paramViews(m.M).all, m.paramViews(m.V).all
+	}
+	if par.SeparateAccum {
+		m.gradScratch = m.alloc(n, prec.Grads)
+		m.scratch = m.paramViews(m.gradScratch)
+	}
 	m.inputs, m.targets = be.AllocInt32(maxB*maxT), be.AllocInt32(maxB*maxT)
 	m.allocActs()
 	m.lossHost = make([]float32, maxB*maxT)
@@ -346,7 +368,11 @@ func (m *Model) ZeroGrad() { m.be.Zero(m.Grads) }
 
 // Backward accumulates into Grads the gradient of lossScale * (mean loss of the last Forward),
 // which must have had targets. Use lossScale = 1/gradAccum for gradient accumulation.
-func (m *Model) Backward(lossScale float32) error {
+func (m *Model) Backward(lossScale float32) error { return m.backward(lossScale, &m.grads) }
+
+// backward accumulates the gradient of lossScale * (mean loss of the last Forward) into the
+// gradient views g.
+func (m *Model) backward(lossScale float32, g *paramViews) error {
 	a := m.cur
 	if a == nil {
 		return fmt.Errorf("backward called before a forward pass with targets")
@@ -354,7 +380,7 @@ func (m *Model) Backward(lossScale float32) error {
 	if m.int8 != nil {
 		return fmt.Errorf("backward: an int8 model is for inference only")
 	}
-	c, be, p, g := m.Config, m.be, &m.fwd, &m.grads
+	c, be, p := m.Config, m.be, &m.fwd
 	defer backend.Scope(be, "backward")()
 	B, T := a.B, a.T
 	C, NH, V, Vp := c.Channels, c.NumHeads, c.VocabSize, c.PaddedVocabSize
@@ -399,10 +425,19 @@ func (m *Model) Backward(lossScale float32) error {
 	return nil
 }
 
-// GradNorm is the global L2 norm of the gradients.
+// GradNorm is the global L2 norm of the gradients. On a backend that sums in blocks it is the
+// square root of the float64 sum, in order, of GradBlockSums (a definition that ZeRO-1's shards
+// reproduce bit for bit); elsewhere one SumSquares over all of them.
 func (m *Model) GradNorm() float64 {
 	defer backend.Scope(m.be, "grad_norm")()
-	return math.Sqrt(m.be.SumSquares(m.Grads, m.Grads.Len()))
+	if backend.BlockSums(m.be) == nil {
+		return math.Sqrt(m.be.SumSquares(m.Grads, m.Grads.Len()))
+	}
+	if m.normSums == nil {
+		m.normSums = make([]float64, m.numBlocks(m.Grads.Len()))
+	}
+	m.GradBlockSums(m.normSums, 0, m.Grads.Len())
+	return math.Sqrt(SumInOrder(m.normSums))
 }
 
 // AdamWConfig holds the optimizer's hyperparameters (the learning rate is passed per step).
@@ -416,17 +451,25 @@ type AdamWConfig struct {
 // the compute copy is then rewritten from the updated master.
 func (m *Model) Update(opt AdamWConfig, lr float64, step int, gradScale float64) {
 	defer backend.Scope(m.be, "optimizer")()
+	if m.par.Shards > 0 {
+		panic("gpt.Update on a model with ZeRO-1 shards; use UpdateShard")
+	}
 	for i, s := range m.specs {
-		wd := 0.0
-		if s.Decay {
-			wd = opt.WeightDecay
-		}
-		m.be.AdamW(m.params.all[i], m.grads.all[i], m.moments1[i], m.moments2[i], s.Size(), backend.AdamWParams{
-			LR: float32(lr), Beta1: float32(opt.Beta1), Beta2: float32(opt.Beta2), Eps: float32(opt.Eps),
-			WeightDecay: float32(wd), GradScale: float32(gradScale), Step: step,
-		})
+		m.be.AdamW(m.params.all[i], m.grads.all[i], m.moments1[i], m.moments2[i], s.Size(), m.adamWParams(opt, s, lr, step, gradScale))
 	}
 	m.ParamsUpdatedAt(step)
+}
+
+// adamWParams are the scalars of one AdamW step of the tensor s.
+func (m *Model) adamWParams(opt AdamWConfig, s ParamSpec, lr float64, step int, gradScale float64) backend.AdamWParams {
+	wd := 0.0
+	if s.Decay {
+		wd = opt.WeightDecay
+	}
+	return backend.AdamWParams{
+		LR: float32(lr), Beta1: float32(opt.Beta1), Beta2: float32(opt.Beta2), Eps: float32(opt.Eps),
+		WeightDecay: float32(wd), GradScale: float32(gradScale), Step: step,
+	}
 }
 
 // LogitsRow copies the logits (V real columns) of sequence b at position t of the last Forward

@@ -1,0 +1,160 @@
+package gpt
+
+import (
+	"fmt"
+
+	"github.com/gpt2go/gpt2go/backend"
+)
+
+// NormBlock is the block size of the gradient norm's partial sums (backend.BlockSumSquarer) and
+// the unit that ZeRO-1 shards are rounded up to, so that every block lies in one rank's shard.
+const NormBlock = 1 << 12
+
+// Parallel is the model's buffer layout for data-parallel training over ranks whose gradients
+// must sum to the bits one process gets with gradient accumulation (package dist sums in rank
+// order, as micro-batches are accumulated).
+type Parallel struct {
+	// SeparateAccum makes BackwardAccumulate available: a micro-batch's gradient is computed
+	// into a zeroed scratch buffer and then added to Grads (acc = acc + g), rather than
+	// accumulated into Grads op by op. k micro-batches in one process then give the bits of k
+	// ranks' sum of one micro-batch each. It costs one more gradient-sized buffer.
+	SeparateAccum bool
+	// Shards > 0 lays the buffers out for ZeRO-1 over Shards ranks, this being rank Rank: Params
+	// and Grads are views of flat buffers padded to Shards equal shards of ShardLen elements (a
+	// multiple of NormBlock; the padding stays zero), and M and V hold only this rank's shard,
+	// which UpdateShard updates.
+	Shards, Rank int
+}
+
+func (p Parallel) validate() error {
+	if p.Shards < 0 || (p.Shards > 0 && (p.Rank < 0 || p.Rank >= p.Shards)) || (p.Shards == 0 && p.Rank != 0) {
+		return fmt.Errorf("parallel layout: rank %d of %d shards", p.Rank, p.Shards)
+	}
+	return nil
+}
+
+// ShardLen is the length of each ZeRO-1 shard of n parameters over shards ranks: ceil(n/shards)
+// rounded up to a multiple of NormBlock.
+func ShardLen(n, shards int) int {
+	s := (n + shards - 1) / shards
+	return (s + NormBlock - 1) / NormBlock * NormBlock
+}
+
+// allocFlat allocates the parameters, gradients and moments for n parameters in m.par's layout.
+func (m *Model) allocFlat(n int) {
+	be, par := m.be, m.par
+	if par.Shards == 0 {
+		m.Params, m.Grads, m.M, m.V = be.Alloc(n), m.alloc(n, m.prec.Grads), be.Alloc(n), be.Alloc(n)
+		m.paramsFlat, m.gradsFlat = m.Params, m.Grads
+		return
+	}
+	s := ShardLen(n, par.Shards)
+	m.paramsFlat, m.gradsFlat = be.Alloc(s*par.Shards), m.alloc(s*par.Shards, m.prec.Grads)
+	m.Params, m.Grads = be.View(m.paramsFlat, 0, n), be.View(m.gradsFlat, 0, n)
+	m.M, m.V = be.Alloc(s), be.Alloc(s)
+}
+
+// Parallel is the model's data-parallel layout.
+func (m *Model) Parallel() Parallel { return m.par }
+
+// PaddedParams and PaddedGrads are the whole flat buffers behind Params and Grads, padded (with
+// ZeRO-1 shards) to a length that splits into equal shards; the padding is zero.
+func (m *Model) PaddedParams() backend.Buf { return m.paramsFlat }
+func (m *Model) PaddedGrads() backend.Buf  { return m.gradsFlat }
+
+// Shard returns the first element of this rank's ZeRO-1 shard in the padded buffers, its
+// length, and how many of its elements are parameters (the rest is padding). Without shards it is
+// all parameters.
+func (m *Model) Shard() (off, length, real int) {
+	n := m.Params.Len()
+	if m.par.Shards == 0 {
+		return 0, n, n
+	}
+	s := ShardLen(n, m.par.Shards)
+	off = m.par.Rank * s
+	return off, s, max(0, min(s, n-off))
+}
+
+// BackwardAccumulate adds to Grads the gradient of lossScale * (mean loss of the last Forward),
+// computed on its own into zeroed scratch first (Parallel.SeparateAccum). Call Backward for a
+// step's first micro-batch (into zeroed Grads) and this for the others.
+func (m *Model) BackwardAccumulate(lossScale float32) error {
+	if m.gradScratch == nil {
+		return fmt.Errorf("backward: the model was made without Parallel.SeparateAccum")
+	}
+	m.be.Zero(m.gradScratch)
+	if err := m.backward(lossScale, &m.scratch); err != nil {
+		return err
+	}
+	defer backend.Scope(m.be, "grad_accumulate")()
+	m.be.ResidualForward(m.Grads, m.Grads, m.gradScratch, m.Grads.Len())
+	return nil
+}
+
+func (m *Model) numBlocks(n int) int { return (n + NormBlock - 1) / NormBlock }
+
+// GradBlockSums writes into dst the sums of squares of the gradient's blocks of NormBlock
+// elements that cover [off, off+count) of the padded gradient buffer (off a multiple of
+// NormBlock, len(dst) = ceil(count/NormBlock)): one call on a backend.BlockSumSquarer, one
+// SumSquares per block elsewhere.
+func (m *Model) GradBlockSums(dst []float64, off, count int) {
+	if off%NormBlock != 0 || len(dst) != m.numBlocks(count) {
+		panic(fmt.Sprintf("gpt.GradBlockSums: %d sums for [%d, %d)", len(dst), off, off+count))
+	}
+	if count == 0 {
+		return
+	}
+	x := m.Grads // GradNorm's case, without making a view each step
+	if off != 0 || count != m.Grads.Len() {
+		x = m.be.View(m.gradsFlat, off, count)
+	}
+	if bs := backend.BlockSums(m.be); bs != nil {
+		bs.SumSquaresBlocks(dst, x, count, NormBlock)
+		return
+	}
+	for i := range dst {
+		lo := i * NormBlock
+		dst[i] = m.be.SumSquares(m.be.View(x, lo, min(NormBlock, count-lo)), min(NormBlock, count-lo))
+	}
+}
+
+// SumInOrder is the float64 sum x[0] + x[1] + ..., left to right.
+func SumInOrder(x []float64) float64 {
+	var s float64
+	for _, v := range x {
+		s += v
+	}
+	return s
+}
+
+// UpdateShard is Update for ZeRO-1: AdamW on this rank's shard of the parameters only, from the
+// shard's summed gradients and the rank's moments (each element updated exactly as Update
+// would). The other ranks' parts of Params are stale until the caller all-gathers PaddedParams
+// and calls ParamsUpdatedAt(step).
+func (m *Model) UpdateShard(opt AdamWConfig, lr float64, step int, gradScale float64) {
+	defer backend.Scope(m.be, "optimizer")()
+	off, _, real := m.Shard()
+	end := off + real
+	for i, s := range m.specs {
+		lo, hi := max(off, m.offsets[i]), min(end, m.offsets[i]+s.Size())
+		if lo >= hi {
+			continue
+		}
+		be, n := m.be, hi-lo
+		be.AdamW(be.View(m.Params, lo, n), be.View(m.Grads, lo, n), be.View(m.M, lo-off, n), be.View(m.V, lo-off, n), n,
+			m.adamWParams(opt, s, lr, step, gradScale))
+	}
+}
+
+// SetMoments uploads both AdamW moments from host arrays over all parameters (a checkpoint's),
+// keeping this rank's shard only with ZeRO-1.
+func (m *Model) SetMoments(m1, m2 []float32) error {
+	n := m.Params.Len()
+	if len(m1) != n || len(m2) != n {
+		return fmt.Errorf("moment count mismatch: have %d and %d, model needs %d", len(m1), len(m2), n)
+	}
+	off, _, real := m.Shard()
+	m.be.Upload(m.M, m1[off:off+real])
+	m.be.Upload(m.V, m2[off:off+real])
+	return nil
+}
