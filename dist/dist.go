@@ -32,6 +32,7 @@ package dist
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/gpt2go/gpt2go/backend"
 )
@@ -115,3 +116,20 @@ func CheckRoot(op string, root, size int) error {
 
 // exit ends the process; tests replace it.
 var exit = os.Exit
+
+// TimeoutSetter is implemented by communicators whose waits are bounded by a timeout (dist/mpi,
+// dist/nccl): SetTimeout replaces the bound and returns the old one.
+type TimeoutSetter interface {
+	SetTimeout(d time.Duration) (old time.Duration)
+}
+
+// BarrierWithin is c.Barrier bounded by d instead of the communicator's own timeout: for ranks
+// that wait while rank 0 works alone (a checkpoint, a sample), which may take longer than any
+// collective should.
+func BarrierWithin(c Comm, d time.Duration) error {
+	if ts, ok := c.(TimeoutSetter); ok {
+		old := ts.SetTimeout(d)
+		defer ts.SetTimeout(old)
+	}
+	return c.Barrier()
+}

@@ -145,7 +145,10 @@ func (c Config) LRAt(step int) float64 {
 // next, not the meaning of the saved state. Everything else (model shape, data, batch shape,
 // seed, shuffling, init) must stay as saved.
 var resumeSafe = map[string]bool{
-	"steps": true, "lr": true, "min-lr": true, "warmup": true, "lr-schedule": true,
+	// The loader's position counts global batches, so the accumulation (and the world size) may
+	// change: the run continues with another global batch, not bit-exactly.
+	"grad-accum": true,
+	"steps":      true, "lr": true, "min-lr": true, "warmup": true, "lr-schedule": true,
 	"grad-clip": true, "weight-decay": true, "beta1": true, "beta2": true, "eps": true,
 	"eval-every": true, "eval-batches": true, "sample-every": true, "sample-tokens": true,
 	"ckpt-every": true, "keep-ckpts": true, "log-every": true, "log": true,

@@ -16,6 +16,7 @@ import (
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/checkpoint"
 	"github.com/gpt2go/gpt2go/data"
+	"github.com/gpt2go/gpt2go/dist"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/internal/atomicfile"
 	"github.com/gpt2go/gpt2go/internal/progress"
@@ -50,6 +51,11 @@ type Options struct {
 	// TensorBoard also writes the log's numbers and the text samples as TensorBoard events in
 	// RunDir (a new events file per session; TensorBoard merges them).
 	TensorBoard bool
+
+	// Comm is the job's communicator for data-parallel training (dist.go); nil means one
+	// process. Zero shards the optimizer state over its ranks (ZeRO-1).
+	Comm dist.Comm
+	Zero bool
 }
 
 // State is the trainer state saved beside the weights; with it a resumed run is bit-identical.
@@ -95,6 +101,11 @@ type Trainer struct {
 	host      struct{ params, m, v []float32 }
 	last      string // path of the newest checkpoint
 	lock      *checkpoint.RunLock
+
+	// Data parallel (dist.go).
+	comm           dist.Comm
+	gathers        map[int]gatherBuf // by part length
+	momentsScratch [2]backend.Buf    // ZeRO-1: both moments gathered for a checkpoint
 }
 
 // Run trains from scratch or resumes, until Config.Steps updates are done or ctx is cancelled
@@ -113,6 +124,9 @@ func open(opts Options) (*Trainer, error) {
 	if opts.RunDir == "" {
 		return nil, errors.New("no run directory; pass --out RUNDIR")
 	}
+	if opts.Comm != nil && opts.Comm.Rank() != 0 {
+		return openLocked(opts) // rank 0 holds the lock and writes the run directory
+	}
 	lock, err := checkpoint.LockRunDir(opts.RunDir)
 	if err != nil {
 		return nil, err
@@ -127,7 +141,13 @@ func open(opts Options) (*Trainer, error) {
 }
 
 func openLocked(opts Options) (*Trainer, error) {
-	t := &Trainer{opts: opts, be: opts.Backend, out: opts.Out}
+	t := &Trainer{opts: opts, be: opts.Backend, out: opts.Out, comm: opts.Comm}
+	if t.comm == nil {
+		t.comm = dist.NewSingle(t.be)
+	}
+	if !t.rank0() {
+		t.out = io.Discard // rank 0 speaks for the job
+	}
 	var ck *checkpoint.Checkpoint
 	if opts.Resume {
 		var err error
@@ -135,8 +155,10 @@ func openLocked(opts Options) (*Trainer, error) {
 			return nil, err
 		}
 	} else {
-		if err := prepareRunDir(opts.RunDir, opts.Force); err != nil {
-			return nil, err
+		if t.rank0() {
+			if err := prepareRunDir(opts.RunDir, opts.Force); err != nil {
+				return nil, err
+			}
 		}
 		t.cfg = opts.Config
 	}
@@ -147,7 +169,7 @@ func openLocked(opts Options) (*Trainer, error) {
 	if err := t.openData(); err != nil {
 		return nil, err
 	}
-	model, err := gpt.NewWithPrecision(t.be, cfg.Model, cfg.BatchSize, cfg.SeqLen, cfg.ModelPrecision())
+	model, err := gpt.NewParallel(t.be, cfg.Model, cfg.BatchSize, cfg.SeqLen, cfg.ModelPrecision(), t.parallelLayout())
 	if err != nil {
 		t.close()
 		return nil, err
@@ -170,6 +192,9 @@ func openLocked(opts Options) (*Trainer, error) {
 		return nil, err
 	}
 	t.startLossScaler()
+	if !t.rank0() {
+		return t, nil
+	}
 	if err := atomicfile.WriteBytes(filepath.Join(opts.RunDir, runFile), cfg.marshal()); err != nil {
 		t.close()
 		return nil, err
@@ -284,6 +309,12 @@ func (t *Trainer) initWeights() error {
 			return err
 		}
 	}
+	if t.comm.Size() > 1 { // every rank made the same weights; rank 0's are the job's anyway
+		if err := t.comm.Broadcast(t.model.Params, 0); err != nil {
+			return err
+		}
+		t.model.ParamsChanged()
+	}
 	t.state = State{}
 	t.state.Loader = t.train.State()
 	if cfg.CkptEvery > 0 {
@@ -299,8 +330,9 @@ func (t *Trainer) restore(ck *checkpoint.Checkpoint) error {
 	if ck.M == nil || ck.V == nil {
 		return fmt.Errorf("resume: checkpoint at step %d has no optimizer state (it is a weights-only export)", ck.Step)
 	}
-	t.be.Upload(t.model.M, ck.M)
-	t.be.Upload(t.model.V, ck.V)
+	if err := t.model.SetMoments(ck.M, ck.V); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
 	// The 16-bit parameter copy as the last update wrote it (its stochastic rounding is seeded
 	// by the optimizer step).
 	t.model.ParamsUpdatedAt(t.state.Step - t.state.SkippedSteps)
@@ -308,6 +340,9 @@ func (t *Trainer) restore(ck *checkpoint.Checkpoint) error {
 		return fmt.Errorf("resume: data position: %w", err)
 	}
 	// Steps logged after the checkpoint were never saved; drop them so the log reads as one run.
+	if !t.rank0() {
+		return nil
+	}
 	return truncateLog(t.logPath(), t.state.Step)
 }
 
@@ -366,6 +401,9 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 	fmt.Fprintf(t.out, "training: %d steps of %d x %d tokens x %d accum, lr %g -> %g %s, warmup %d\n",
 		cfg.Steps, B, T, cfg.GradAccum, cfg.LR, cfg.MinLR, cfg.Schedule, cfg.Warmup)
 	fmt.Fprintf(t.out, "precision: %s\n", t.precisionLine())
+	if t.distributed() {
+		fmt.Fprintf(t.out, "%s\n", t.worldLine())
+	}
 
 	if p, ok := t.be.(backend.Peaker); ok {
 		t.peak = p.PeakFLOPS()
@@ -374,7 +412,9 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 	if t.tb != nil {
 		fmt.Fprintf(t.out, "tensorboard: %s (view with: tensorboard --logdir %s)\n", t.tb.Path(), t.opts.RunDir)
 	}
-	flopsPerStep := cfg.Model.FlopsPerToken(T) * float64(B*T*cfg.GradAccum)
+	W, rank, A := t.comm.Size(), t.comm.Rank(), cfg.GradAccum
+	flopsPerStep := cfg.Model.FlopsPerToken(T) * float64(B*T*A) // per rank
+	microLosses := make([]float32, A)
 
 	sum := &Summary{LastValLoss: float32(math.NaN())}
 	t.bar = progress.NewQuiet(t.out, int64(cfg.Steps), "train", "steps")
@@ -383,7 +423,11 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 	var totalMs float64
 	var timed int
 	for t.state.Step < cfg.Steps && (t.opts.StopAt <= 0 || t.state.Step < t.opts.StopAt) {
-		if err := ctx.Err(); err != nil {
+		stop, err := t.stopRequested(ctx.Err() != nil)
+		if err != nil {
+			return sum, err
+		}
+		if stop {
 			if cerr := t.saveCheckpoint(); cerr != nil {
 				return sum, fmt.Errorf("interrupted at step %d and the checkpoint failed: %w", t.state.Step, cerr)
 			}
@@ -391,8 +435,14 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 		}
 		start := time.Now()
 		m.ZeroGrad()
-		var loss float64
-		for range cfg.GradAccum {
+		// The step's W*A micro-batches: this rank's are r*A .. r*A+A-1 (dist.go).
+		for k := range W * A {
+			if k/A != rank {
+				if err := t.train.Skip(); err != nil {
+					return sum, err
+				}
+				continue
+			}
 			if err := t.train.Next(t.inputs, t.target); err != nil {
 				return sum, err
 			}
@@ -400,13 +450,25 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 			if err != nil {
 				return sum, err
 			}
-			if err := m.Backward(t.lossScale() / float32(cfg.GradAccum)); err != nil {
+			scale := t.lossScale() / float32(W*A)
+			if k%A == 0 {
+				err = m.Backward(scale)
+			} else {
+				err = m.BackwardAccumulate(scale)
+			}
+			if err != nil {
 				return sum, err
 			}
-			loss += float64(l)
+			microLosses[k%A] = l
 		}
-		loss /= float64(cfg.GradAccum)
-		norm := m.GradNorm()
+		loss, err := t.meanLoss(microLosses)
+		if err != nil {
+			return sum, err
+		}
+		norm, err := t.reduceGrads()
+		if err != nil {
+			return sum, err
+		}
 		step := t.state.Step + 1
 		usedScale := float64(t.lossScale())
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
@@ -431,14 +493,16 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 			if cfg.GradClip > 0 {
 				scale = min(1, cfg.GradClip/(norm+1e-6)) // torch.nn.utils.clip_grad_norm_
 			}
-			m.Update(opt, lr, step-t.state.SkippedSteps, scale/usedScale)
+			if err := t.update(opt, lr, step-t.state.SkippedSteps, scale/usedScale); err != nil {
+				return sum, err
+			}
 		}
 		if err := t.be.Sync(); err != nil {
 			return sum, err
 		}
 		elapsed := time.Since(start)
 		ms := float64(elapsed.Microseconds()) / 1000
-		tokens := B * T * cfg.GradAccum
+		tokens := B * T * A * W
 		tokPerSec := float64(tokens) / elapsed.Seconds()
 		t.state.Step = step
 		t.state.TokensSeen += int64(tokens)
@@ -485,12 +549,12 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 			t.bar.Println("step %*d/%d | val loss %.4f", len(fmt.Sprint(cfg.Steps)), step, cfg.Steps, vl)
 		}
 		if t.hellaswag != nil && (step%cfg.HellaSwagEvery == 0 || last) {
-			if err := t.evalHellaSwag(step); err != nil {
+			if err := t.solo(func() error { return t.evalHellaSwag(step) }); err != nil {
 				return sum, err
 			}
 		}
 		if cfg.SampleTokens > 0 && ((cfg.SampleEvery > 0 && step%cfg.SampleEvery == 0) || last) {
-			if err := t.sample(step); err != nil {
+			if err := t.solo(func() error { return t.sample(step) }); err != nil {
 				return sum, err
 			}
 		}
@@ -520,6 +584,13 @@ func (t *Trainer) nonFinite(step int, loss, norm float64) error {
 // evaluate returns the mean validation loss over the EvalBatches batches spread evenly over the
 // validation split (the same rows at every evaluation).
 func (t *Trainer) evaluate() (float32, error) {
+	if t.comm.Size() > 1 {
+		l, err := t.evalSplit()
+		if err != nil {
+			return 0, fmt.Errorf("validation: %w", err)
+		}
+		return l, nil
+	}
 	t.val.Reset()
 	l, err := Evaluate(t.model, t.val, t.cfg.BatchSize, t.cfg.SeqLen, t.cfg.EvalBatches)
 	if err != nil {
@@ -561,6 +632,9 @@ func (t *Trainer) sample(step int) error {
 }
 
 func (t *Trainer) writeLog(entry map[string]any) {
+	if t.log == nil { // not rank 0
+		return
+	}
 	t.logTensorBoard(entry)
 	b, err := json.Marshal(sanitize(entry))
 	if err != nil {
@@ -580,20 +654,30 @@ func sanitize(entry map[string]any) map[string]any {
 }
 
 // saveCheckpoint writes the current weights, moments and state, then prunes old checkpoints.
+// With several ranks every rank calls it (ZeRO-1 gathers the moments) and rank 0 writes.
 func (t *Trainer) saveCheckpoint() error {
+	m1, m2, err := t.gatherMoments()
+	if err != nil {
+		return err
+	}
+	return t.solo(func() error { return t.writeCheckpoint(m1, m2) })
+}
+
+// writeCheckpoint writes the weights, the moments m1 and m2 and the state.
+func (t *Trainer) writeCheckpoint(m1, m2 backend.Buf) error {
 	m := t.model
 	if hm, ok := t.be.(backend.HostMemory); ok {
 		// Host-memory backends are written straight from their buffers: no second copy of
 		// 3 x the parameters.
-		t.host.params, t.host.m, t.host.v = hm.HostFloats(m.Params), hm.HostFloats(m.M), hm.HostFloats(m.V)
+		t.host.params, t.host.m, t.host.v = hm.HostFloats(m.Params), hm.HostFloats(m1), hm.HostFloats(m2)
 	} else {
 		n := m.Params.Len()
 		if t.host.params == nil {
 			t.host.params, t.host.m, t.host.v = make([]float32, n), make([]float32, n), make([]float32, n)
 		}
 		t.be.Download(t.host.params, m.Params)
-		t.be.Download(t.host.m, m.M)
-		t.be.Download(t.host.v, m.V)
+		t.be.Download(t.host.m, m1)
+		t.be.Download(t.host.v, m2)
 	}
 	state, err := json.Marshal(t.state)
 	if err != nil {

@@ -24,6 +24,7 @@ type deviceFlags struct {
 	int8      bool // --int8: sample and eval only (inference); other commands refuse it
 	inference bool // the command runs the model forward only, so --int8 applies
 	stderr    io.Writer
+	localRank int // data parallel: this rank's index on its node, the GPU that auto and cuda pick
 }
 
 func (d *deviceFlags) register(fs *flag.FlagSet) {
@@ -104,14 +105,14 @@ func (d *deviceFlags) openDevice(stderr io.Writer) (backend.Backend, error) {
 	case d.device == "cpu":
 		return d.cpu(stderr, ""), nil
 	case d.device == "auto":
-		be, err := d.cuda(0)
+		be, err := d.cuda(d.localRank)
 		if err != nil {
 			return d.cpu(stderr, " (no usable GPU: "+shortReason(err)+")"), nil
 		}
 		fmt.Fprintf(stderr, "device: %s\n", be.Name())
 		return be, nil
 	case d.device == "cuda" || strings.HasPrefix(d.device, "cuda:"):
-		ordinal := 0
+		ordinal := d.localRank
 		if rest, ok := strings.CutPrefix(d.device, "cuda:"); ok {
 			if _, err := fmt.Sscan(rest, &ordinal); err != nil || ordinal < 0 {
 				return nil, fmt.Errorf("bad --device %q; use cuda or cuda:N with N >= 0", d.device)

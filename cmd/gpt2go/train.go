@@ -152,11 +152,12 @@ func trainFlags(fs *flag.FlagSet, c *train.Config) {
 	fs.IntVar(&c.LossScale.Window, "loss-scale-window", c.LossScale.Window, "fp16: clean steps in a row before the loss scale grows")
 }
 
-func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("train")
 	cfg := train.Defaults()
 	var mf modelFlags
 	var dev deviceFlags
+	var df distFlags
 	var dataSpec, out, resume, cacheDir, cpuProfile string
 	var force, tensorBoard bool
 	var stopAt int
@@ -171,19 +172,48 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mf.register(fs)
 	trainFlags(fs, &cfg)
 	dev.register(fs)
+	df.register(fs)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if err := dev.checkInt8(); err != nil {
 		return err
 	}
+	if err := df.readEnv(); err != nil {
+		return err
+	}
+	// The backend first: with several ranks it carries the communicator, which orders the
+	// ranks' data preparation (rank 0 first).
+	dev.localRank = df.env.LocalRank
+	devNote := stderr
+	if df.env.Rank != 0 {
+		devNote = io.Discard // one "device:" line per job, not per rank
+	}
+	be, err := dev.open(devNote)
+	if err != nil {
+		return err
+	}
+	if err := df.open(be, stderr); err != nil {
+		return err
+	}
+	if df.comm != nil {
+		defer df.comm.Close()
+		// A rank's error ends every rank, in one line naming the rank.
+		defer func() { err = df.fail(err, stderr) }()
+		if df.comm.Rank() != 0 {
+			stdout = io.Discard // rank 0 speaks for the job
+		}
+	}
 	set := setFlags(fs)
 	if cfg.HellaSwag != "" {
-		path, err := prepare.ResolveHellaSwag(cfg.HellaSwag, cacheDir, stderr)
+		err := df.rank0First(func() error {
+			path, err := prepare.ResolveHellaSwag(cfg.HellaSwag, cacheDir, stderr)
+			cfg.HellaSwag = path
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		cfg.HellaSwag = path
 	}
 
 	opts := train.Options{Set: set, Out: stdout, Version: version, StopAt: stopAt, TensorBoard: tensorBoard}
@@ -196,11 +226,14 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		opts.RunDir, opts.Resume = resume, true
 		if set["data"] { // compare the resolved dataset with the saved one
-			dir, err := prepare.Resolve(dataSpec, cacheDir, stderr)
+			err := df.rank0First(func() error {
+				dir, err := prepare.Resolve(dataSpec, cacheDir, stderr)
+				cfg.Data = dir
+				return err
+			})
 			if err != nil {
 				return err
 			}
-			cfg.Data = dir
 		}
 		if set["model"] {
 			c, err := gpt.Preset(mf.preset)
@@ -210,7 +243,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			cfg.Model = c
 		}
 	} else {
-		dir, ds, err := openData(dataSpec, cacheDir, stderr)
+		var dir string
+		var ds *data.Dataset
+		err := df.rank0First(func() (err error) {
+			dir, ds, err = openData(dataSpec, cacheDir, stderr)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -228,16 +266,16 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		cfg.Data, cfg.Init = dir, mf.init
 		if out == "" {
+			if df.comm != nil {
+				return fmt.Errorf("data parallel runs need --out RUNDIR (each rank would name its own default)")
+			}
 			out = filepath.Join("runs", time.Now().Format("20060102-150405"))
 		}
 		opts.RunDir, opts.Force = out, force
 	}
-	be, err := dev.open(stderr)
-	if err != nil {
-		return err
-	}
 	cfg.Precision = dev.precision // used unless resuming without --precision (then the run's own)
 	opts.Backend, opts.Config = be, cfg
+	opts.Comm, opts.Zero = df.comm, df.zero == 1
 	stop, err := startCPUProfile(cpuProfile)
 	if err != nil {
 		return err

@@ -303,3 +303,10 @@ func (c *Comm) Close() error {
 func ptr1[T any](x *T) uintptr { return ptr(unsafe.Slice(x, 1)) }
 
 var _ dist.Comm = (*Comm)(nil)
+
+// SetTimeout replaces the bound on every wait (Options.Timeout) and returns the old one.
+func (c *Comm) SetTimeout(d time.Duration) time.Duration {
+	old := c.opts.Timeout
+	c.opts.Timeout = d
+	return old
+}

@@ -382,3 +382,10 @@ func (c *Comm) Close() error {
 var exit = os.Exit
 
 var _ dist.Comm = (*Comm)(nil)
+
+// SetTimeout replaces the bound on every wait (Options.Timeout) and returns the old one.
+func (c *Comm) SetTimeout(d time.Duration) time.Duration {
+	old := c.opts.Timeout
+	c.opts.Timeout = d
+	return old
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/backend/cuda"
+	"github.com/gpt2go/gpt2go/dist"
+	"github.com/gpt2go/gpt2go/dist/mpi"
+	"github.com/gpt2go/gpt2go/dist/nccl"
+)
+
+// distFlags are train's data-parallel flags. The ranks themselves come from the launcher's
+// environment (dist.FromEnv): torchrun, mpirun (Open MPI, MPICH) or srun.
+type distFlags struct {
+	zero    int
+	timeout time.Duration
+	env     dist.Env
+	comm    dist.Comm // nil in a job of one process
+}
+
+func (d *distFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&d.zero, "zero", 0, "data parallel: 0 (DDP: every rank keeps the whole optimizer state) or 1 (ZeRO-1: each rank keeps and updates 1/N of the fp32 weights' AdamW moments)")
+	fs.DurationVar(&d.timeout, "dist-timeout", time.Minute, "data parallel: end the job when a collective has waited this long for a rank that died or hangs (0 = wait forever)")
+}
+
+// readEnv reads the rank environment and checks the flags.
+func (d *distFlags) readEnv() error {
+	if d.zero != 0 && d.zero != 1 {
+		return fmt.Errorf("--zero %d: use 0 (DDP) or 1 (ZeRO-1)", d.zero)
+	}
+	if d.timeout < 0 {
+		return fmt.Errorf("--dist-timeout must be >= 0, got %v", d.timeout)
+	}
+	env, err := dist.FromEnv()
+	if err != nil {
+		return err
+	}
+	d.env = env
+	return nil
+}
+
+// open starts the job's communicator when the launcher started several ranks: MPI for the CPU
+// backend, NCCL for a GPU.
+func (d *distFlags) open(be backend.Backend, stderr io.Writer) error {
+	if !d.env.Distributed() {
+		return nil
+	}
+	var err error
+	switch b := be.(type) {
+	case *cuda.Backend:
+		var c *nccl.Comm
+		if c, err = nccl.Open(b, d.env, nccl.Options{Timeout: d.timeout}); err == nil {
+			d.comm = c
+			if d.env.Rank == 0 {
+				fmt.Fprintf(stderr, "data parallel: NCCL %s, %d ranks (%s)\n", c.Version(), d.env.Size, d.env.Launcher)
+			}
+		}
+	case backend.HostMemory:
+		if d.env.Launcher != "openmpi" && d.env.Launcher != "mpich" {
+			return fmt.Errorf("%d ranks from %s on the CPU: CPU ranks talk over MPI; start them with mpirun -np %d gpt2go train ...", d.env.Size, d.env.Launcher, d.env.Size)
+		}
+		var c *mpi.Comm
+		if c, err = mpi.Open(b, mpi.Options{Timeout: d.timeout}); err == nil {
+			d.comm = c
+			if c.Rank() == 0 {
+				fmt.Fprintf(stderr, "data parallel: %s, %d ranks\n", c.Library(), c.Size())
+			}
+		}
+	default:
+		return fmt.Errorf("data parallel training needs the CPU or the CUDA backend, not %s", be.Name())
+	}
+	if err != nil {
+		return fmt.Errorf("rank %d of %d: %w", d.env.Rank, d.env.Size, err)
+	}
+	return nil
+}
+
+// rank0First runs f on rank 0, then on the other ranks once rank 0 is done (data preparation into
+// a shared cache: one writer). In a job of one process it just runs f.
+func (d *distFlags) rank0First(f func() error) error {
+	if d.comm == nil {
+		return f()
+	}
+	if d.comm.Rank() == 0 {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	if err := dist.BarrierWithin(d.comm, 30*time.Minute); err != nil {
+		return err
+	}
+	if d.comm.Rank() != 0 {
+		return f()
+	}
+	return nil
+}
+
+// fail ends a data-parallel job after this rank's error: one line naming the rank, then every
+// rank stops (Abort does not return). In a job of one process it returns err.
+func (d *distFlags) fail(err error, stderr io.Writer) error {
+	if d.comm == nil || err == nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "gpt2go train: rank %d of %d: %v\n", d.comm.Rank(), d.comm.Size(), err)
+	d.comm.Abort(1)
+	return err
+}

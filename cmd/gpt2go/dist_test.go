@@ -1,0 +1,312 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpt2go/gpt2go/checkpoint"
+)
+
+// mpirunGpt2go runs `gpt2go args...` as np ranks under mpirun (this test binary as gpt2go) and
+// returns the combined output and mpirun's error. It skips without mpirun, unless
+// GPT2GO_REQUIRE_MPI is set (CI), and fails when the job outlives limit. With pidDir, each rank
+// writes its pid there (rank-N.pid).
+func mpirunGpt2go(t *testing.T, np int, limit time.Duration, pidDir string, args ...string) (string, error) {
+	t.Helper()
+	cmd, out := startMpirun(t, np, pidDir, args...)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return out.String(), err
+	case <-time.After(limit):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("mpirun -np %d gpt2go %s did not end within %v:\n%s", np, strings.Join(args, " "), limit, out.String())
+		return "", nil
+	}
+}
+
+func startMpirun(t *testing.T, np int, pidDir string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	perRank := make([][]string, np)
+	for i := range perRank {
+		perRank[i] = args
+	}
+	return startMpirunPerRank(t, pidDir, perRank...)
+}
+
+// startMpirunPerRank starts one rank per argument list (mpirun's MPMD form, "A : B").
+func startMpirunPerRank(t *testing.T, pidDir string, perRank ...[]string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	path, err := exec.LookPath("mpirun")
+	if err != nil {
+		if os.Getenv("GPT2GO_REQUIRE_MPI") != "" {
+			t.Fatal("GPT2GO_REQUIRE_MPI is set but there is no mpirun (apt-get install openmpi-bin libopenmpi3)")
+		}
+		t.Skip("there is no mpirun (apt-get install openmpi-bin libopenmpi3); the data-parallel training tests did not run")
+	}
+	mpiArgs := []string{"--oversubscribe"}
+	if os.Getuid() == 0 {
+		mpiArgs = append(mpiArgs, "--allow-run-as-root")
+	}
+	for i, args := range perRank {
+		if i > 0 {
+			mpiArgs = append(mpiArgs, ":")
+		}
+		mpiArgs = append(append(mpiArgs, "-np", "1", os.Args[0]), args...)
+	}
+	cmd := exec.Command(path, mpiArgs...)
+	cmd.Env = append(os.Environ(), "GPT2GO_TEST_CHILD=1", "GPT2GO_TEST_PID_DIR="+pidDir,
+		"OMPI_MCA_btl_vader_single_copy_mechanism=none") // containers often forbid the ptrace-based copy
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &out
+}
+
+// logEntries reads a run's log.jsonl as step -> the entry's raw numbers (loss, val_loss,
+// grad_norm), as written, so equal means equal bits.
+func logEntries(t *testing.T, runDir string) map[string]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(runDir, "log.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		var e map[string]json.RawMessage
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"loss", "val_loss", "grad_norm"} {
+			if v, ok := e[k]; ok {
+				key := fmt.Sprintf("step %s %s", e["step"], k)
+				if _, dup := out[key]; dup {
+					t.Fatalf("%s: %s logged twice", runDir, key)
+				}
+				out[key] = string(v)
+			}
+		}
+	}
+	return out
+}
+
+// sameRun requires the same log numbers and the same final weights and AdamW moments, bit for bit.
+func sameRun(t *testing.T, want, got string, step int) {
+	t.Helper()
+	w, g := logEntries(t, want), logEntries(t, got)
+	if len(w) == 0 || len(w) != len(g) {
+		t.Fatalf("%d log numbers, want %d", len(g), len(w))
+	}
+	for k, v := range w {
+		if g[k] != v {
+			t.Fatalf("%s: %s, one process %s", k, g[k], v)
+		}
+	}
+	a, err := checkpoint.Load(checkpoint.Path(want, step))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := checkpoint.Load(checkpoint.Path(got, step))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range [][2][]float32{{a.Params, b.Params}, {a.M, b.M}, {a.V, b.V}} {
+		if len(p[0]) != len(p[1]) {
+			t.Fatalf("checkpoint sizes %d and %d", len(p[0]), len(p[1]))
+		}
+		for i := range p[0] {
+			if math.Float32bits(p[0][i]) != math.Float32bits(p[1][i]) {
+				t.Fatalf("step %d checkpoint element %d: %v, one process %v", step, i, p[1][i], p[0][i])
+			}
+		}
+	}
+}
+
+func distArgs(dataDir, out string, extra ...string) []string {
+	args := []string{"train", "--data", dataDir, "--out", out, "--n-layer", "2", "--n-head", "2", "--n-embd", "32",
+		"--block-size", "32", "--seq-len", "32", "--batch-size", "4", "--steps", "12", "--warmup", "2",
+		"--eval-every", "6", "--eval-batches", "3", "--sample-tokens", "0", "--ckpt-every", "4", "--log-every", "4",
+		"--threads", "1", "--tensorboard=false", "--dist-timeout", "20s"}
+	return append(args, extra...)
+}
+
+// The issue's check: 2 ranks give the bits of one process with --grad-accum 2 (losses, val
+// losses, grad norms, weights, moments), in order and shuffled, with DDP and with ZeRO-1.
+func TestDataParallelMatchesGradAccum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns mpirun")
+	}
+	dataDir := prepared(t)
+	for _, shuffle := range []string{"false", "true"} {
+		one := filepath.Join(t.TempDir(), "one")
+		mustRun(t, distArgs(dataDir, one, "--shuffle="+shuffle, "--grad-accum", "2")...)
+		for _, zero := range []string{"0", "1"} {
+			t.Run("shuffle="+shuffle+"/zero="+zero, func(t *testing.T) {
+				two := filepath.Join(t.TempDir(), "two")
+				out, err := mpirunGpt2go(t, 2, 2*time.Minute, "", distArgs(dataDir, two, "--shuffle="+shuffle, "--zero", zero)...)
+				if err != nil {
+					t.Fatalf("mpirun: %v\n%s", err, out)
+				}
+				if want := "global batch 4 x 32 x 1 accum x 2 ranks = 256 tokens"; !strings.Contains(out, want) {
+					t.Fatalf("the log does not say %q:\n%s", want, out)
+				}
+				if strings.Count(out, "done: 12 steps") != 1 || strings.Count(out, "device: ") != 1 {
+					t.Fatalf("rank 0 alone should speak:\n%s", out)
+				}
+				sameRun(t, one, two, 12)
+			})
+		}
+	}
+}
+
+// A rank killed with SIGKILL ends the job quickly and leaves the run resumable: 2 ranks resume it
+// exactly (the bits of an uninterrupted 1-process --grad-accum 2 run), and 1 process continues it.
+func TestDataParallelKill9OneRankThenResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns mpirun")
+	}
+	dataDir := prepared(t)
+	const steps = 400
+	args := func(out string, extra ...string) []string {
+		return distArgs(dataDir, out, append([]string{"--steps", fmt.Sprint(steps), "--ckpt-every", "100", "--eval-every", "0", "--n-embd", "64", "--keep-ckpts", "0"}, extra...)...)
+	}
+	one := filepath.Join(t.TempDir(), "one")
+	mustRun(t, args(one, "--grad-accum", "2")...)
+
+	run, pids := filepath.Join(t.TempDir(), "run"), t.TempDir()
+	cmd, out := startMpirun(t, 2, pids, args(run, "--zero", "1")...)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := os.Stat(checkpoint.Path(run, 100)); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no step-100 checkpoint:\n%s", out)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	pid, err := os.ReadFile(filepath.Join(pids, "rank-1.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(string(pid))
+	killed := time.Now()
+	syscall.Kill(p, syscall.SIGKILL)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Skipf("the job finished before rank 1 was killed:\n%s", out)
+		}
+		if took := time.Since(killed); took > 30*time.Second {
+			t.Fatalf("the job ended %v after rank 1 was killed", took)
+		}
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("the job did not end within a minute of rank 1's kill -9:\n%s", out)
+	}
+	if _, err := os.Stat(checkpoint.Path(run, steps)); err == nil {
+		t.Skip("the job finished before rank 1 was killed")
+	}
+	cont := filepath.Join(t.TempDir(), "cont")
+	copyDir(t, run, cont)
+
+	res, err := mpirunGpt2go(t, 2, 2*time.Minute, "", "train", "--resume", run, "--threads", "1", "--dist-timeout", "20s")
+	if err != nil {
+		t.Fatalf("resume on 2 ranks: %v\n%s", err, res)
+	}
+	sameRun(t, one, run, steps)
+
+	// One process continues it with the same global batch: the same bits too.
+	mustRun(t, "train", "--resume", cont, "--threads", "1", "--grad-accum", "2")
+	sameRun(t, one, cont, steps)
+}
+
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	if out, err := exec.Command("cp", "-a", from, to).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+}
+
+// A rank that fails ends the job at once with one line naming it; a rank that hangs (SIGSTOP)
+// ends it within --dist-timeout, named by the rank that waited.
+func TestDataParallelFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns mpirun")
+	}
+	dataDir := prepared(t)
+	// Rank 1 alone is given data that does not exist (mpirun's per-rank command lines), so it
+	// fails while rank 0 waits for it in a collective.
+	t.Run("failing rank", func(t *testing.T) {
+		run := filepath.Join(t.TempDir(), "run")
+		start := time.Now()
+		cmd, out := startMpirunPerRank(t, "", distArgs(dataDir, run), distArgs(dataDir, run, "--data", "/nonexistent/data"))
+		err := cmd.Wait()
+		if err == nil {
+			t.Fatalf("a job with a failing rank succeeded:\n%s", out)
+		}
+		if !strings.Contains(out.String(), "gpt2go train: rank 1 of 2: ") {
+			t.Fatalf("no line names the failing rank:\n%s", out)
+		}
+		if took := time.Since(start); took > 30*time.Second {
+			t.Fatalf("the job took %v to end", took)
+		}
+		t.Logf("%s", out)
+	})
+	t.Run("hanging rank", func(t *testing.T) {
+		run, pids := filepath.Join(t.TempDir(), "run"), t.TempDir()
+		cmd, out := startMpirun(t, 2, pids, distArgs(dataDir, run, "--steps", "100000", "--ckpt-every", "0", "--eval-every", "0", "--dist-timeout", "3s")...)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var pid int
+		deadline := time.Now().Add(time.Minute)
+		for pid == 0 || !strings.Contains(out.String(), "step ") {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("the job never started training:\n%s", out)
+			}
+			b, _ := os.ReadFile(filepath.Join(pids, "rank-1.pid"))
+			pid, _ = strconv.Atoi(string(b))
+			time.Sleep(10 * time.Millisecond)
+		}
+		syscall.Kill(pid, syscall.SIGSTOP)
+		defer syscall.Kill(pid, syscall.SIGKILL)
+		stopped := time.Now()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatalf("the job succeeded with a stopped rank:\n%s", out)
+			}
+			if took := time.Since(stopped); took > 30*time.Second {
+				t.Fatalf("the job ended %v after rank 1 stopped (timeout 3s)", took)
+			}
+			if !strings.Contains(out.String(), "rank 0: ") || !strings.Contains(out.String(), "did not finish within 3s") {
+				t.Fatalf("no line says rank 0 timed out:\n%s", out)
+			}
+			t.Logf("%s", out)
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			t.Fatalf("the job did not end within a minute of rank 1 hanging (timeout 3s):\n%s", out)
+		}
+	})
+}

@@ -1,0 +1,248 @@
+package train
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/dist"
+	"github.com/gpt2go/gpt2go/gpt"
+)
+
+// Data-parallel training. The global batch of a step is W ranks x A micro-batches (GradAccum)
+// of B x T tokens: micro-batch k of the step's W*A is the loader's k-th batch, and rank r takes
+// k = r*A .. r*A+A-1, skipping the others' (data.Loader.Skip), so every rank's loader stays at the
+// same global position and a checkpoint's loader state means the same thing for any W.
+//
+// The gradients are summed in rank order by package dist, and each micro-batch's gradient is
+// computed apart and added (gpt.Parallel.SeparateAccum), with the loss scaled by 1/(W*A): W ranks
+// with A = 1 give the bits of one process with A = W. With ZeRO-1 the gradient is
+// reduce-scattered, each rank updates its shard of the weights with its shard of the moments,
+// and the weights are all-gathered; the gradient norm is the in-order sum of block sums that
+// the ranks exchange (gpt.GradBlockSums), the same bits again.
+//
+// Rank 0 alone writes the run directory (the lock, log, TensorBoard events, samples,
+// checkpoints); validation is split over the ranks and its per-batch losses gathered.
+
+// soloTimeout bounds how long ranks wait for rank 0 to write a checkpoint, a sample or a
+// HellaSwag score alone (longer than a collective may take, still not forever).
+const soloTimeout = 30 * time.Minute
+
+// distributed says whether the trainer runs collectives: more than one rank, or ZeRO-1 (whose
+// path is the same with one rank).
+func (t *Trainer) distributed() bool { return t.comm.Size() > 1 || t.opts.Zero }
+
+// rank0 says whether this process writes the run directory and the console.
+func (t *Trainer) rank0() bool { return t.comm.Rank() == 0 }
+
+// parallelLayout is the model's buffer layout for this run.
+func (t *Trainer) parallelLayout() gpt.Parallel {
+	par := gpt.Parallel{SeparateAccum: t.cfg.GradAccum > 1}
+	if t.opts.Zero {
+		par.Shards, par.Rank = t.comm.Size(), t.comm.Rank()
+	}
+	return par
+}
+
+// gatherBuf is a small buffer for all-gathers of W equal parts, and its host copy.
+type gatherBuf struct {
+	buf  backend.Buf
+	host []float32
+}
+
+// gatherFloats all-gathers one float32 value list per rank (each len(mine) long) and returns
+// them concatenated in rank order; the values travel as they are (an all-gather copies).
+func (t *Trainer) gatherFloats(mine []float32) ([]float32, error) {
+	W, n := t.comm.Size(), len(mine)
+	g, ok := t.gathers[n]
+	if !ok {
+		if t.gathers == nil {
+			t.gathers = map[int]gatherBuf{}
+		}
+		g = gatherBuf{t.be.Alloc(W * n), make([]float32, W*n)}
+		t.gathers[n] = g
+	}
+	t.be.Upload(t.be.View(g.buf, t.comm.Rank()*n, n), mine)
+	if err := t.comm.AllGather(g.buf); err != nil {
+		return nil, err
+	}
+	t.be.Download(g.host, g.buf)
+	return g.host, nil
+}
+
+// stopRequested says whether any rank's ctx is done, so that all ranks stop at the same step.
+func (t *Trainer) stopRequested(local bool) (bool, error) {
+	if t.comm.Size() == 1 {
+		return local, nil
+	}
+	flag := float32(0)
+	if local {
+		flag = 1
+	}
+	all, err := t.gatherFloats([]float32{flag})
+	if err != nil {
+		return false, err
+	}
+	for _, f := range all {
+		if f != 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// meanLoss turns this rank's micro-batch losses into the step's mean loss over all W*A, summed
+// in float64 in global micro-batch order (the bits of one process).
+func (t *Trainer) meanLoss(mine []float32) (float64, error) {
+	all := mine
+	if t.comm.Size() > 1 {
+		var err error
+		if all, err = t.gatherFloats(mine); err != nil {
+			return 0, err
+		}
+	}
+	var sum float64
+	for _, l := range all {
+		sum += float64(l)
+	}
+	return sum / float64(len(all)), nil
+}
+
+// reduceGrads sums the ranks' gradients (DDP: all of them everywhere; ZeRO-1: each rank's shard)
+// and returns the global gradient norm.
+func (t *Trainer) reduceGrads() (float64, error) {
+	m := t.model
+	if !t.opts.Zero {
+		if t.comm.Size() > 1 {
+			if err := t.comm.AllReduce(m.Grads, 1); err != nil {
+				return 0, err
+			}
+		}
+		return m.GradNorm(), nil
+	}
+	if err := t.comm.ReduceScatter(m.PaddedGrads(), 1); err != nil {
+		return 0, err
+	}
+	off, length, _ := m.Shard()
+	sums := make([]float64, length/gpt.NormBlock)
+	m.GradBlockSums(sums, off, length)
+	// The float64 sums travel as three 22-bit integers each, which float32 holds exactly.
+	enc := make([]float32, 3*len(sums))
+	for i, s := range sums {
+		b := math.Float64bits(s)
+		enc[3*i], enc[3*i+1], enc[3*i+2] = float32(b>>42), float32(b>>21&(1<<21-1)), float32(b&(1<<21-1))
+	}
+	all, err := t.gatherFloats(enc)
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for i := 0; i < len(all); i += 3 {
+		total += math.Float64frombits(uint64(all[i])<<42 | uint64(all[i+1])<<21 | uint64(all[i+2]))
+	}
+	return math.Sqrt(total), nil
+}
+
+// update applies AdamW: the whole model, or (ZeRO-1) this rank's shard, then all ranks' shards
+// gathered.
+func (t *Trainer) update(opt gpt.AdamWConfig, lr float64, step int, gradScale float64) error {
+	m := t.model
+	if !t.opts.Zero {
+		m.Update(opt, lr, step, gradScale)
+		return nil
+	}
+	m.UpdateShard(opt, lr, step, gradScale)
+	if err := t.comm.AllGather(m.PaddedParams()); err != nil {
+		return err
+	}
+	m.ParamsUpdatedAt(step)
+	return nil
+}
+
+// gatherMoments returns both AdamW moments over all parameters for a checkpoint: the model's own
+// buffers without ZeRO-1, else the ranks' shards all-gathered into scratch (a collective: every
+// rank calls it).
+func (t *Trainer) gatherMoments() (m1, m2 backend.Buf, err error) {
+	m := t.model
+	if !t.opts.Zero {
+		return m.M, m.V, nil
+	}
+	off, length, _ := m.Shard()
+	n := length * t.comm.Size()
+	if t.momentsScratch[0] == nil {
+		t.momentsScratch = [2]backend.Buf{t.be.Alloc(n), t.be.Alloc(n)}
+	}
+	host := make([]float32, length)
+	for i, src := range []backend.Buf{m.M, m.V} {
+		t.be.Download(host, src)
+		t.be.Upload(t.be.View(t.momentsScratch[i], off, length), host)
+		if err := t.comm.AllGather(t.momentsScratch[i]); err != nil {
+			return nil, nil, err
+		}
+	}
+	N := m.Params.Len()
+	return t.be.View(t.momentsScratch[0], 0, N), t.be.View(t.momentsScratch[1], 0, N), nil
+}
+
+// solo runs f on rank 0 while the other ranks wait (up to soloTimeout); f's error is rank 0's.
+func (t *Trainer) solo(f func() error) error {
+	var err error
+	if t.rank0() {
+		err = f()
+	}
+	if t.comm.Size() == 1 {
+		return err
+	}
+	if berr := dist.BarrierWithin(t.comm, soloTimeout); berr != nil && err == nil {
+		err = berr
+	}
+	return err
+}
+
+// evalSplit evaluates the EvalBatches validation batches split over the ranks in contiguous
+// parts and returns their mean loss, summed in batch order as one process sums it.
+func (t *Trainer) evalSplit() (float32, error) {
+	W, r, n := t.comm.Size(), t.comm.Rank(), t.cfg.EvalBatches
+	B, T := t.cfg.BatchSize, t.cfg.SeqLen
+	off, count := dist.Shard(n, W, r)
+	t.val.Reset()
+	inputs, targets := make([]int32, B*T), make([]int32, B*T)
+	mine := make([]float32, dist.ShardLen(n, W))
+	for i := range min(off+count, n) {
+		if i < off {
+			if err := t.val.Skip(); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if err := t.val.Next(inputs, targets); err != nil {
+			return 0, err
+		}
+		l, err := t.model.Forward(inputs, targets, B, T)
+		if err != nil {
+			return 0, err
+		}
+		mine[i-off] = l
+	}
+	all, err := t.gatherFloats(mine)
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, l := range all[:n] { // the padding of the last shards is past n
+		sum += float64(l)
+	}
+	return float32(sum / float64(n)), nil
+}
+
+// worldLine is the training log's line on the ranks and the global batch.
+func (t *Trainer) worldLine() string {
+	cfg, W := t.cfg, t.comm.Size()
+	mode := "DDP"
+	if t.opts.Zero {
+		mode = "ZeRO-1"
+	}
+	return fmt.Sprintf("data parallel: %d ranks (%s); global batch %d x %d x %d accum x %d ranks = %d tokens",
+		W, mode, cfg.BatchSize, cfg.SeqLen, cfg.GradAccum, W, cfg.BatchSize*cfg.SeqLen*cfg.GradAccum*W)
+}
