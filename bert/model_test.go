@@ -191,10 +191,21 @@ func withoutKeyBias(qkvb []float32, L, C int) []float32 {
 }
 
 func TestForwardBackwardMatchesPyTorch(t *testing.T) {
+	be := cpu.New(0)
+	defer be.Close()
+	testForwardBackward(t, be)
+}
+
+func TestTenAdamWStepsMatchPyTorch(t *testing.T) {
+	be := cpu.New(0)
+	defer be.Close()
+	testTenAdamWSteps(t, be)
+}
+
+// testForwardBackward checks logits, loss and every gradient of both fixtures on backend be.
+func testForwardBackward(t *testing.T, be backend.Backend) {
 	for _, name := range variants {
 		t.Run(name, func(t *testing.T) {
-			be := cpu.New(0)
-			defer be.Close()
 			r := loadReference(t, name)
 			m := r.newModel(t, be)
 			b := r.batch(t, 0)
@@ -240,11 +251,10 @@ func TestForwardBackwardMatchesPyTorch(t *testing.T) {
 	}
 }
 
-func TestTenAdamWStepsMatchPyTorch(t *testing.T) {
+// testTenAdamWSteps runs both fixtures' 10 clipped AdamW steps on backend be.
+func testTenAdamWSteps(t *testing.T, be backend.Backend) {
 	for _, name := range variants {
 		t.Run(name, func(t *testing.T) {
-			be := cpu.New(0)
-			defer be.Close()
 			r := loadReference(t, name)
 			m := r.newModel(t, be)
 			opt := gpt.AdamWConfig{Beta1: r.meta(t, "beta1"), Beta2: r.meta(t, "beta2"), Eps: r.meta(t, "eps"), WeightDecay: r.meta(t, "weight_decay")}
@@ -330,7 +340,7 @@ func TestFiniteDifferences(t *testing.T) {
 			checked := 0
 			for i, s := range m.Specs() {
 				switch s.Name {
-				case "wte", "wpe", "wtype", "embedlnw", "qkvw", "ln1b", "fcprojw", "ln2w", "lnfw", "headw", "headlnb", "outb":
+				case "wte", "wpe", "wtype", "embedlnw", "qkvw", "attprojb", "ln1b", "fcw", "fcprojw", "ln2w", "lnfw", "headw", "headlnb", "outb":
 				default:
 					continue
 				}

@@ -1,0 +1,19 @@
+package bert_test
+
+import (
+	"testing"
+
+	"github.com/gpt2go/gpt2go/backend/cuda"
+	"github.com/gpt2go/gpt2go/internal/gputest"
+)
+
+// The PyTorch fixtures on the GPU in exact fp32 (TF32 off), with the CPU's tolerances: the
+// bidirectional padded attention kernels, erf GELU and the masked-row gather of the MLM head.
+// They skip without a GPU (GPT2GO_REQUIRE_GPU makes that a failure, as in scripts/gpu-check.sh).
+func TestCUDAForwardBackwardMatchesPyTorch(t *testing.T) {
+	testForwardBackward(t, gputest.Backend(t, cuda.Options{TF32: false}))
+}
+
+func TestCUDATenAdamWStepsMatchPyTorch(t *testing.T) {
+	testTenAdamWSteps(t, gputest.Backend(t, cuda.Options{TF32: false}))
+}
