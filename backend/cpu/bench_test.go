@@ -208,6 +208,18 @@ func BenchmarkGelu(b *testing.B) {
 		}
 		report(b, 0, 4*4*float64(n))
 	})
+	b.Run("erf_forward", func(b *testing.B) {
+		for b.Loop() {
+			be.GeluErfForward(out, inp, n)
+		}
+		report(b, 0, 4*2*float64(n))
+	})
+	b.Run("erf_backward", func(b *testing.B) {
+		for b.Loop() {
+			be.GeluErfBackward(dinp, inp, out, n)
+		}
+		report(b, 0, 4*4*float64(n))
+	})
 }
 
 func BenchmarkResidual(b *testing.B) {
