@@ -29,9 +29,10 @@ import (
 // HellaSwag score alone (longer than a collective may take, still not forever).
 const soloTimeout = 30 * time.Minute
 
-// distributed says whether the trainer runs collectives: more than one rank, or ZeRO-1 (whose
-// path is the same with one rank).
-func (t *Trainer) distributed() bool { return t.comm.Size() > 1 || t.opts.Zero }
+// distributed says whether the trainer runs collectives: a job started by a launcher (even of
+// one rank: its communicator is then exercised as with more), or ZeRO-1 (whose path is the same
+// with one rank).
+func (t *Trainer) distributed() bool { return t.opts.Comm != nil || t.opts.Zero }
 
 // rank0 says whether this process writes the run directory and the console.
 func (t *Trainer) rank0() bool { return t.comm.Rank() == 0 }
@@ -64,7 +65,7 @@ func (t *Trainer) gatherFloats(mine []float32) ([]float32, error) {
 		t.gathers[n] = g
 	}
 	t.be.Upload(t.be.View(g.buf, t.comm.Rank()*n, n), mine)
-	if err := t.comm.AllGather(g.buf); err != nil {
+	if err := t.timed(func() error { return t.comm.AllGather(g.buf) }); err != nil {
 		return nil, err
 	}
 	t.be.Download(g.host, g.buf)
@@ -73,7 +74,7 @@ func (t *Trainer) gatherFloats(mine []float32) ([]float32, error) {
 
 // stopRequested says whether any rank's ctx is done, so that all ranks stop at the same step.
 func (t *Trainer) stopRequested(local bool) (bool, error) {
-	if t.comm.Size() == 1 {
+	if !t.distributed() {
 		return local, nil
 	}
 	flag := float32(0)
@@ -96,7 +97,7 @@ func (t *Trainer) stopRequested(local bool) (bool, error) {
 // in float64 in global micro-batch order (the bits of one process).
 func (t *Trainer) meanLoss(mine []float32) (float64, error) {
 	all := mine
-	if t.comm.Size() > 1 {
+	if t.distributed() {
 		var err error
 		if all, err = t.gatherFloats(mine); err != nil {
 			return 0, err
@@ -114,14 +115,14 @@ func (t *Trainer) meanLoss(mine []float32) (float64, error) {
 func (t *Trainer) reduceGrads() (float64, error) {
 	m := t.model
 	if !t.opts.Zero {
-		if t.comm.Size() > 1 {
-			if err := t.comm.AllReduce(m.Grads, 1); err != nil {
+		if t.distributed() {
+			if err := t.timed(func() error { return t.comm.AllReduce(m.Grads, 1) }); err != nil {
 				return 0, err
 			}
 		}
 		return m.GradNorm(), nil
 	}
-	if err := t.comm.ReduceScatter(m.PaddedGrads(), 1); err != nil {
+	if err := t.timed(func() error { return t.comm.ReduceScatter(m.PaddedGrads(), 1) }); err != nil {
 		return 0, err
 	}
 	off, length, _ := m.Shard()
@@ -153,7 +154,7 @@ func (t *Trainer) update(opt gpt.AdamWConfig, lr float64, step int, gradScale fl
 		return nil
 	}
 	m.UpdateShard(opt, lr, step, gradScale)
-	if err := t.comm.AllGather(m.PaddedParams()); err != nil {
+	if err := t.timed(func() error { return t.comm.AllGather(m.PaddedParams()) }); err != nil {
 		return err
 	}
 	m.ParamsUpdatedAt(step)
@@ -185,13 +186,22 @@ func (t *Trainer) gatherMoments() (m1, m2 backend.Buf, err error) {
 	return t.be.View(t.momentsScratch[0], 0, N), t.be.View(t.momentsScratch[1], 0, N), nil
 }
 
+// timed runs a collective, adding its time to the step's communication time (logged as
+// comm_ms: the time this rank spends in collectives, waiting for slower ranks included).
+func (t *Trainer) timed(f func() error) error {
+	start := time.Now()
+	err := f()
+	t.commTime += time.Since(start)
+	return err
+}
+
 // solo runs f on rank 0 while the other ranks wait (up to soloTimeout); f's error is rank 0's.
 func (t *Trainer) solo(f func() error) error {
 	var err error
 	if t.rank0() {
 		err = f()
 	}
-	if t.comm.Size() == 1 {
+	if !t.distributed() {
 		return err
 	}
 	if berr := dist.BarrierWithin(t.comm, soloTimeout); berr != nil && err == nil {

@@ -106,6 +106,7 @@ type Trainer struct {
 	comm           dist.Comm
 	gathers        map[int]gatherBuf // by part length
 	momentsScratch [2]backend.Buf    // ZeRO-1: both moments gathered for a checkpoint
+	commTime       time.Duration     // this step's time in collectives
 }
 
 // Run trains from scratch or resumes, until Config.Steps updates are done or ctx is cancelled
@@ -309,7 +310,7 @@ func (t *Trainer) initWeights() error {
 			return err
 		}
 	}
-	if t.comm.Size() > 1 { // every rank made the same weights; rank 0's are the job's anyway
+	if t.distributed() { // every rank made the same weights; rank 0's are the job's anyway
 		if err := t.comm.Broadcast(t.model.Params, 0); err != nil {
 			return err
 		}
@@ -434,6 +435,7 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 			return sum, fmt.Errorf("interrupted at step %d; saved %s; continue with --resume %s", t.state.Step, t.last, t.opts.RunDir)
 		}
 		start := time.Now()
+		t.commTime = 0
 		m.ZeroGrad()
 		// The step's W*A micro-batches: this rank's are r*A .. r*A+A-1 (dist.go).
 		for k := range W * A {
@@ -521,6 +523,11 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 				extra += fmt.Sprintf(" | skipped: gradient overflow at loss scale %g, now %g", usedScale, t.state.LossScale.Scale)
 			}
 		}
+		if t.distributed() {
+			commMs := float64(t.commTime.Microseconds()) / 1000
+			entry["comm_ms"] = commMs
+			extra += fmt.Sprintf(" | comm %.1f ms", commMs)
+		}
 		if t.peak > 0 {
 			// Model FLOPs utilisation: the FLOPs the model needs (Config.FlopsPerToken) per
 			// second of this step, as a fraction of the backend's peak.
@@ -584,7 +591,7 @@ func (t *Trainer) nonFinite(step int, loss, norm float64) error {
 // evaluate returns the mean validation loss over the EvalBatches batches spread evenly over the
 // validation split (the same rows at every evaluation).
 func (t *Trainer) evaluate() (float32, error) {
-	if t.comm.Size() > 1 {
+	if t.distributed() {
 		l, err := t.evalSplit()
 		if err != nil {
 			return 0, fmt.Errorf("validation: %w", err)

@@ -43,10 +43,10 @@ func (d *distFlags) readEnv() error {
 	return nil
 }
 
-// open starts the job's communicator when the launcher started several ranks: MPI for the CPU
-// backend, NCCL for a GPU.
+// open starts the job's communicator when a launcher started the process (one rank or more):
+// MPI for the CPU backend, NCCL for a GPU.
 func (d *distFlags) open(be backend.Backend, stderr io.Writer) error {
-	if !d.env.Distributed() {
+	if d.env.Launcher == "" {
 		return nil
 	}
 	var err error
@@ -61,6 +61,9 @@ func (d *distFlags) open(be backend.Backend, stderr io.Writer) error {
 		}
 	case backend.HostMemory:
 		if d.env.Launcher != "openmpi" && d.env.Launcher != "mpich" {
+			if !d.env.Distributed() {
+				return nil // one CPU rank from torchrun or srun: a plain process
+			}
 			return fmt.Errorf("%d ranks from %s on the CPU: CPU ranks talk over MPI; start them with mpirun -np %d gpt2go train ...", d.env.Size, d.env.Launcher, d.env.Size)
 		}
 		var c *mpi.Comm

@@ -174,6 +174,20 @@ func TestDataParallelMatchesGradAccum(t *testing.T) {
 			})
 		}
 	}
+	// One rank under mpirun goes through the communicator (MPI with one rank) and accumulates
+	// its two micro-batches itself: the same bits again.
+	one := filepath.Join(t.TempDir(), "one")
+	mustRun(t, distArgs(dataDir, one, "--grad-accum", "2")...)
+	for _, zero := range []string{"0", "1"} {
+		t.Run("np=1/zero="+zero, func(t *testing.T) {
+			run := filepath.Join(t.TempDir(), "run")
+			out, err := mpirunGpt2go(t, 1, 2*time.Minute, "", distArgs(dataDir, run, "--grad-accum", "2", "--zero", zero)...)
+			if err != nil || !strings.Contains(out, "data parallel: 1 ranks") {
+				t.Fatalf("mpirun -np 1: %v\n%s", err, out)
+			}
+			sameRun(t, one, run, 12)
+		})
+	}
 }
 
 // A rank killed with SIGKILL ends the job quickly and leaves the run resumable: 2 ranks resume it
