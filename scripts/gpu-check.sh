@@ -142,6 +142,29 @@ if "$bin/gpt2go" bench --device cuda --model gpt2-xl --batch-size 512 --seq-len 
 else
   row "a model too big for the GPU" "ok" "$(tail -1 "$work/oom.log" | cut -c1-150)"
 fi
+
+# 5. Data parallel through NCCL: torchrun starts one rank on the GPU, which goes through the whole
+# communicator path (DDP, then ZeRO-1); its losses must equal a plain run's bit for bit (ZeRO-1's
+# norm is summed per 4096-block on CUDA, so its bits are reported, not required).
+if "$py" -c 'import torch.distributed.run' 2>/dev/null && [ -n "$GPT2GO_SHAKESPEARE" ]; then
+  dp=(train --data "$GPT2GO_SHAKESPEARE" --device cuda --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --seq-len 64
+      --batch-size 12 --steps 30 --eval-every 15 --eval-batches 4 --sample-tokens 0 --ckpt-every 0 --log-every 10
+      --cache-dir "$work/cache" --force --tensorboard=false)
+  losses() { grep -o '"loss":[^,]*\|"val_loss":[^,}]*' "$1/log.jsonl" 2>/dev/null; }
+  "$bin/gpt2go" "${dp[@]}" --out "$work/dp-plain" > "$work/dp-plain.log" 2>&1
+  for zero in 0 1; do
+    if "$py" -m torch.distributed.run --no-python --standalone --nproc-per-node=1 "$bin/gpt2go" "${dp[@]}" --zero $zero \
+        --out "$work/dp-zero$zero" > "$work/dp-zero$zero.log" 2>&1; then
+      same=$(cmp -s <(losses "$work/dp-plain") <(losses "$work/dp-zero$zero") && echo "equal" || echo "DIFFERENT")
+      st=ok; [ $zero = 0 ] && [ "$same" != equal ] && st=FAIL
+      row "torchrun 1 rank, NCCL, --zero $zero" "$st" "losses vs a plain run: $same; $(grep -m1 -o 'NCCL [^,]*' "$work/dp-zero$zero.log")"
+    else
+      row "torchrun 1 rank, NCCL, --zero $zero" "FAIL" "$(tail -1 "$work/dp-zero$zero.log" | cut -c1-150)"
+    fi
+  done
+else
+  row "torchrun + NCCL" "SKIP" "no torch.distributed for $py or no Shakespeare text"
+fi
 fi # part 1
 
 # ---------------------------------------------------------------------------------------------
