@@ -58,26 +58,15 @@ func Preset(name string) (Config, error) {
 	return c, nil
 }
 
-// Validate reports the first problem with c as a one-line error that names the fix.
+// Validate reports the first problem with c as a one-line error that names the fix: the checks
+// of the sizes it shares with GPT-2 are gpt.Config's.
 func (c Config) Validate() error {
-	switch {
-	case c.NumLayers < 1:
-		return fmt.Errorf("n_layer must be >= 1, got %d", c.NumLayers)
-	case c.NumHeads < 1:
-		return fmt.Errorf("n_head must be >= 1, got %d", c.NumHeads)
-	case c.Channels < 1:
-		return fmt.Errorf("n_embd must be >= 1, got %d", c.Channels)
-	case c.Channels%c.NumHeads != 0:
-		return fmt.Errorf("n_embd %d is not divisible by n_head %d; choose n_embd a multiple of n_head", c.Channels, c.NumHeads)
-	case c.BlockSize < 1:
-		return fmt.Errorf("block_size must be >= 1, got %d", c.BlockSize)
-	case c.VocabSize < 1:
-		return fmt.Errorf("vocab_size must be >= 1, got %d", c.VocabSize)
-	case c.PaddedVocabSize < c.VocabSize:
-		return fmt.Errorf("padded vocab size %d is smaller than vocab size %d", c.PaddedVocabSize, c.VocabSize)
-	case c.VocabSize > 1<<16:
-		return fmt.Errorf("vocab_size %d does not fit uint16 token files (max 65536)", c.VocabSize)
-	case c.TypeVocabSize < 0:
+	shared := gpt.Config{BlockSize: c.BlockSize, VocabSize: c.VocabSize, PaddedVocabSize: c.PaddedVocabSize,
+		NumLayers: c.NumLayers, NumHeads: c.NumHeads, Channels: c.Channels}
+	if err := shared.Validate(); err != nil {
+		return err
+	}
+	if c.TypeVocabSize < 0 {
 		return fmt.Errorf("type_vocab_size must be >= 0, got %d", c.TypeVocabSize)
 	}
 	return nil

@@ -186,69 +186,30 @@ func (c Config) MemoryPlan(B, T int) []backend.MemoryItem {
 // paramViews splits a flat buffer laid out like the parameters into named per-layer views.
 func (m *Model) paramViews(flat backend.Buf) paramViews {
 	var v paramViews
+	whole := map[string]*backend.Buf{
+		"wte": &v.wte, "wpe": &v.wpe, "wtype": &v.wtype, "embedlnw": &v.embedlnw, "embedlnb": &v.embedlnb,
+		"lnfw": &v.lnfw, "lnfb": &v.lnfb, "headw": &v.headw, "headb": &v.headb,
+		"headlnw": &v.headlnw, "headlnb": &v.headlnb, "outb": &v.outb,
+	}
+	layered := map[string]*[]backend.Buf{
+		"qkvw": &v.qkvw, "qkvb": &v.qkvb, "attprojw": &v.attprojw, "attprojb": &v.attprojb,
+		"ln1w": &v.ln1w, "ln1b": &v.ln1b, "fcw": &v.fcw, "fcb": &v.fcb,
+		"fcprojw": &v.fcprojw, "fcprojb": &v.fcprojb, "ln2w": &v.ln2w, "ln2b": &v.ln2b,
+	}
 	L := m.Config.NumLayers
 	for i, s := range m.specs {
-		whole := m.be.View(flat, m.offsets[i], s.Size())
-		v.all = append(v.all, whole)
-		perLayer := func() []backend.Buf {
-			size := s.Size() / L
-			out := make([]backend.Buf, L)
-			for l := range L {
-				out[l] = m.be.View(flat, m.offsets[i]+l*size, size)
-			}
-			return out
+		v.all = append(v.all, m.be.View(flat, m.offsets[i], s.Size()))
+		if dst, ok := whole[s.Name]; ok {
+			*dst = v.all[i]
+			continue
 		}
-		switch s.Name {
-		case "wte":
-			v.wte = whole
-		case "wpe":
-			v.wpe = whole
-		case "wtype":
-			v.wtype = whole
-		case "embedlnw":
-			v.embedlnw = whole
-		case "embedlnb":
-			v.embedlnb = whole
-		case "qkvw":
-			v.qkvw = perLayer()
-		case "qkvb":
-			v.qkvb = perLayer()
-		case "attprojw":
-			v.attprojw = perLayer()
-		case "attprojb":
-			v.attprojb = perLayer()
-		case "ln1w":
-			v.ln1w = perLayer()
-		case "ln1b":
-			v.ln1b = perLayer()
-		case "fcw":
-			v.fcw = perLayer()
-		case "fcb":
-			v.fcb = perLayer()
-		case "fcprojw":
-			v.fcprojw = perLayer()
-		case "fcprojb":
-			v.fcprojb = perLayer()
-		case "ln2w":
-			v.ln2w = perLayer()
-		case "ln2b":
-			v.ln2b = perLayer()
-		case "lnfw":
-			v.lnfw = whole
-		case "lnfb":
-			v.lnfb = whole
-		case "headw":
-			v.headw = whole
-		case "headb":
-			v.headb = whole
-		case "headlnw":
-			v.headlnw = whole
-		case "headlnb":
-			v.headlnb = whole
-		case "outb":
-			v.outb = whole
-		default:
+		dst, ok := layered[s.Name]
+		if !ok {
 			panic("bert: no view for parameter " + s.Name)
+		}
+		size := s.Size() / L
+		for l := range L {
+			*dst = append(*dst, m.be.View(flat, m.offsets[i]+l*size, size))
 		}
 	}
 	return v
