@@ -358,3 +358,61 @@ func TestSmallerBatchThanPlanned(t *testing.T) {
 		t.Errorf("a (2,9) batch in a (3,13) plan: loss %v, want %v; gradients equal: %v", l2, l1, slices.Equal(g1, g2))
 	}
 }
+
+// MaskedAccuracy counts the same whether the logits are read in place (the CPU's host memory)
+// or downloaded (a backend without HostMemory, as a GPU is), and it is the argmax's count. The
+// model first fits batch 0 for 10 steps, after which it predicts most of its masked tokens but
+// not all (10 of 13), so that a count of all or none would show.
+func TestMaskedAccuracyWithoutHostMemory(t *testing.T) {
+	r := loadReference(t, "preln")
+	b := r.batch(t, 0)
+	opt := gpt.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
+	var counts [2][2]int
+	var models [2]*bert.Model
+	for k, be := range []backend.Backend{cpu.New(1), &counting{Backend: cpu.New(1)}} {
+		if _, ok := be.(backend.HostMemory); ok != (k == 0) {
+			t.Fatalf("backend %d: HostMemory %v", k, ok)
+		}
+		m := r.newModel(t, be)
+		for step := 1; step <= 15; step++ {
+			m.ZeroGrad()
+			if _, err := m.ForwardBatch(b); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Backward(1); err != nil {
+				t.Fatal(err)
+			}
+			m.Update(opt, 1e-2, step, 1)
+		}
+		if _, err := m.ForwardBatch(b); err != nil {
+			t.Fatal(err)
+		}
+		counts[k][0], counts[k][1] = m.MaskedAccuracy()
+		models[k] = m
+	}
+	if counts[0] != counts[1] {
+		t.Errorf("in place %v, downloaded %v (correct, masked)", counts[0], counts[1])
+	}
+	// The argmax of the logits of every position (a Forward without targets) at the masked ones.
+	nt := b
+	nt.Targets = nil
+	if _, err := models[0].ForwardBatch(nt); err != nil {
+		t.Fatal(err)
+	}
+	want, V := 0, r.cfg.VocabSize
+	row := make([]float32, V)
+	for i, tgt := range b.Targets {
+		if tgt >= 0 {
+			if err := models[0].LogitsRow(row, i/r.T, i%r.T); err != nil {
+				t.Fatal(err)
+			}
+			if int32(slices.Index(row, slices.Max(row))) == tgt {
+				want++
+			}
+		}
+	}
+	if counts[0][0] != want || want == 0 || want == counts[0][1] {
+		t.Errorf("%d of %d correct; the argmax of every position's logits gives %d", counts[0][0], counts[0][1], want)
+	}
+	t.Logf("%d of %d masked tokens right after fitting batch 0", counts[0][0], counts[0][1])
+}

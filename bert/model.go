@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/gpt"
@@ -36,17 +37,17 @@ type Model struct {
 
 	// The last Forward: its shape, mask, masked count and accuracy. cur is false once Backward
 	// has turned the logits into their gradient.
-	cur           bool
-	B, T          int
-	mask          backend.AttentionMask
-	withTargets   bool
-	masked        int // M: positions in the loss
-	correct       int // of those, how many the argmax of the logits predicts
-	hostIndex     []int32
-	hostTargets   []int32
-	hostTypes     []int32
-	hostLosses    []float32
-	hostLogitsRow []float32
+	cur         bool
+	B, T        int
+	mask        backend.AttentionMask
+	withTargets bool
+	masked      int // M: positions in the loss
+	correct     int // of those, how many the argmax of the logits predicts
+	hostIndex   []int32
+	hostTargets []int32
+	hostTypes   []int32
+	hostLosses  []float32
+	hostLogits  []float32 // the masked rows' logits, downloaded where memory is not the host's
 }
 
 // paramViews are named views into a flat parameter (or gradient) buffer; per-layer tensors have
@@ -114,7 +115,7 @@ func New(be backend.Backend, cfg Config, maxB, maxT int) (*Model, error) {
 	m.maskIndex, m.maskTargets = be.AllocInt32(BT), be.AllocInt32(BT)
 	m.allocActs()
 	m.hostIndex, m.hostTargets, m.hostTypes = make([]int32, BT), make([]int32, BT), make([]int32, BT)
-	m.hostLosses, m.hostLogitsRow = make([]float32, BT), make([]float32, cfg.PaddedVocabSize)
+	m.hostLosses = make([]float32, BT)
 	return m, nil
 }
 
@@ -463,21 +464,20 @@ func (m *Model) geluBackward(dinp, inp, dout backend.Buf, N int) {
 
 // countCorrect counts the masked rows whose largest real-vocabulary logit (the first, on a tie)
 // is the target. The logits are read in place where the backend's memory is the host's, else
-// downloaded one row at a time (a GPU trainer will want an argmax op instead).
+// downloaded, M*Vp floats in one transfer (an argmax op would spare a GPU that copy).
 func (m *Model) countCorrect(M int) int {
 	Vp, V := m.Config.PaddedVocabSize, m.Config.VocabSize
 	var all []float32
 	if h, ok := m.be.(backend.HostMemory); ok {
 		all = h.HostFloats(m.a.logits)
+	} else {
+		m.hostLogits = slices.Grow(m.hostLogits[:0], M*Vp)[:M*Vp]
+		m.be.Download(m.hostLogits, m.a.logits)
+		all = m.hostLogits
 	}
 	correct := 0
 	for i := range M {
-		row := m.hostLogitsRow[:V]
-		if all != nil {
-			row = all[i*Vp : i*Vp+V]
-		} else {
-			m.be.Download(row, m.be.View(m.a.logits, i*Vp, V))
-		}
+		row := all[i*Vp : i*Vp+V]
 		best := 0
 		for j, v := range row {
 			if v > row[best] {
