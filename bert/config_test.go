@@ -374,7 +374,7 @@ func TestMaskedAccuracyWithoutHostMemory(t *testing.T) {
 			t.Fatalf("backend %d: HostMemory %v", k, ok)
 		}
 		m := r.newModel(t, be)
-		for step := 1; step <= 15; step++ {
+		for step := 1; step <= 10; step++ {
 			m.ZeroGrad()
 			if _, err := m.ForwardBatch(b); err != nil {
 				t.Fatal(err)
