@@ -174,6 +174,20 @@ func TestDataParallelMatchesGradAccum(t *testing.T) {
 			})
 		}
 	}
+	// Mixed precision: fp32 gradients on the wire, the 16-bit copy rewritten from the gathered
+	// fp32 weights (stochastically in bf16), fp16's loss scaler agreed on by all ranks.
+	for _, prec := range [][]string{{"--precision", "bf16", "--stochastic-rounding"}, {"--precision", "fp16"}} {
+		one := filepath.Join(t.TempDir(), "one")
+		mustRun(t, distArgs(dataDir, one, append(prec, "--grad-accum", "2")...)...)
+		t.Run(prec[1]+"/zero=1", func(t *testing.T) {
+			two := filepath.Join(t.TempDir(), "two")
+			out, err := mpirunGpt2go(t, 2, 2*time.Minute, "", distArgs(dataDir, two, append(prec, "--zero", "1")...)...)
+			if err != nil {
+				t.Fatalf("mpirun: %v\n%s", err, out)
+			}
+			sameRun(t, one, two, 12)
+		})
+	}
 	// One rank under mpirun goes through the communicator (MPI with one rank) and accumulates
 	// its two micro-batches itself: the same bits again.
 	one := filepath.Join(t.TempDir(), "one")
