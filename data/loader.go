@@ -176,19 +176,8 @@ func (l *Loader) Next(inputs, targets []int32) error {
 	}
 	if l.shuffle || l.spreadRows > 0 {
 		row := l.raw[:2*(l.T+1)]
-		windows := l.windowEnd[len(l.windowEnd)-1]
 		for b := range l.B {
-			var window int64
-			if l.shuffle {
-				window = l.rng.Int64N(windows)
-			} else {
-				// The middle of the row's equal share of the windows (128-bit product: the
-				// counts can be large).
-				hi, lo := bits.Mul64(uint64(2*l.row+1), uint64(windows))
-				q, _ := bits.Div64(hi, lo, uint64(2*l.spreadRows))
-				window = int64(q)
-				l.row = (l.row + 1) % l.spreadRows
-			}
+			window := l.nextWindow()
 			i := sort.Search(len(l.windowEnd), func(i int) bool { return l.windowEnd[i] > window })
 			offset := window
 			if i > 0 {
@@ -201,16 +190,39 @@ func (l *Loader) Next(inputs, targets []int32) error {
 		}
 		return nil
 	}
-	need := int64(n + 1)
-	if l.pos+need > l.shards[l.shard].Tokens {
-		l.advanceShard()
-	}
-	if err := l.read(l.shard, l.pos, l.raw); err != nil {
+	shard, pos := l.nextBatch()
+	if err := l.read(shard, pos, l.raw); err != nil {
 		return err
 	}
 	l.fill(l.raw, inputs, targets)
-	l.pos += int64(n)
 	return nil
+}
+
+// nextWindow returns the window (an index over all shards' windows) of the next row in shuffle
+// and spread modes, and moves past it.
+func (l *Loader) nextWindow() int64 {
+	windows := l.windowEnd[len(l.windowEnd)-1]
+	if l.shuffle {
+		return l.rng.Int64N(windows)
+	}
+	// The middle of the row's equal share of the windows (128-bit product: the counts can be
+	// large).
+	hi, lo := bits.Mul64(uint64(2*l.row+1), uint64(windows))
+	q, _ := bits.Div64(hi, lo, uint64(2*l.spreadRows))
+	l.row = (l.row + 1) % l.spreadRows
+	return int64(q)
+}
+
+// nextBatch returns the shard and token offset of the next sequential batch (B*T+1 tokens) and
+// moves past it.
+func (l *Loader) nextBatch() (shard int, pos int64) {
+	n := int64(l.B * l.T)
+	if l.pos+n+1 > l.shards[l.shard].Tokens {
+		l.advanceShard()
+	}
+	shard, pos = l.shard, l.pos
+	l.pos += n
+	return shard, pos
 }
 
 // Skip moves past the next batch exactly as Next would, without reading it: the same random
@@ -221,20 +233,12 @@ func (l *Loader) Skip() error {
 	if l.shards == nil {
 		return fmt.Errorf("loader: Skip after Close")
 	}
-	switch {
-	case l.shuffle:
-		windows := l.windowEnd[len(l.windowEnd)-1]
+	if l.shuffle || l.spreadRows > 0 {
 		for range l.B {
-			l.rng.Int64N(windows)
+			l.nextWindow()
 		}
-	case l.spreadRows > 0:
-		l.row = (l.row + int64(l.B)) % l.spreadRows
-	default:
-		n := int64(l.B * l.T)
-		if l.pos+n+1 > l.shards[l.shard].Tokens {
-			l.advanceShard()
-		}
-		l.pos += n
+	} else {
+		l.nextBatch()
 	}
 	return nil
 }

@@ -17,19 +17,37 @@ import (
 
 // Evaluate returns the mean loss of model over n batches of loader, from its current position.
 func Evaluate(model *gpt.Model, loader *data.Loader, B, T, n int) (float64, error) {
+	losses := make([]float32, n)
+	if err := batchLosses(model, loader, B, T, losses); err != nil {
+		return 0, err
+	}
+	return meanInOrder(losses), nil
+}
+
+// batchLosses writes the mean loss of each of the loader's next len(losses) batches.
+func batchLosses(model *gpt.Model, loader *data.Loader, B, T int, losses []float32) error {
 	inputs, targets := make([]int32, B*T), make([]int32, B*T)
-	var sum float64
-	for range n {
+	for i := range losses {
 		if err := loader.Next(inputs, targets); err != nil {
-			return 0, err
+			return err
 		}
 		l, err := model.Forward(inputs, targets, B, T)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		sum += float64(l)
+		losses[i] = l
 	}
-	return sum / float64(n), nil
+	return nil
+}
+
+// meanInOrder is the mean of x summed in float64 from first to last: the order in which one
+// process meets its micro-batches and validation batches, which data-parallel ranks reproduce.
+func meanInOrder(x []float32) float64 {
+	var sum float64
+	for _, v := range x {
+		sum += float64(v)
+	}
+	return sum / float64(len(x))
 }
 
 // BenchResult is the timing of full training steps (forward, backward, AdamW) on random tokens.

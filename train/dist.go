@@ -103,11 +103,7 @@ func (t *Trainer) meanLoss(mine []float32) (float64, error) {
 			return 0, err
 		}
 	}
-	var sum float64
-	for _, l := range all {
-		sum += float64(l)
-	}
-	return sum / float64(len(all)), nil
+	return meanInOrder(all), nil
 }
 
 // reduceGrads sums the ranks' gradients (DDP: all of them everywhere; ZeRO-1: each rank's shard)
@@ -214,36 +210,22 @@ func (t *Trainer) solo(f func() error) error {
 // parts and returns their mean loss, summed in batch order as one process sums it.
 func (t *Trainer) evalSplit() (float32, error) {
 	W, r, n := t.comm.Size(), t.comm.Rank(), t.cfg.EvalBatches
-	B, T := t.cfg.BatchSize, t.cfg.SeqLen
 	off, count := dist.Shard(n, W, r)
 	t.val.Reset()
-	inputs, targets := make([]int32, B*T), make([]int32, B*T)
+	for range off {
+		if err := t.val.Skip(); err != nil {
+			return 0, err
+		}
+	}
 	mine := make([]float32, dist.ShardLen(n, W))
-	for i := range min(off+count, n) {
-		if i < off {
-			if err := t.val.Skip(); err != nil {
-				return 0, err
-			}
-			continue
-		}
-		if err := t.val.Next(inputs, targets); err != nil {
-			return 0, err
-		}
-		l, err := t.model.Forward(inputs, targets, B, T)
-		if err != nil {
-			return 0, err
-		}
-		mine[i-off] = l
+	if err := batchLosses(t.model, t.val, t.cfg.BatchSize, t.cfg.SeqLen, mine[:count]); err != nil {
+		return 0, err
 	}
 	all, err := t.gatherFloats(mine)
 	if err != nil {
 		return 0, err
 	}
-	var sum float64
-	for _, l := range all[:n] { // the padding of the last shards is past n
-		sum += float64(l)
-	}
-	return float32(sum / float64(n)), nil
+	return float32(meanInOrder(all[:n])), nil // the padding of the last shards is past n
 }
 
 // worldLine is the training log's line on the ranks and the global batch.
