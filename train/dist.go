@@ -122,10 +122,12 @@ func (t *Trainer) reduceGrads() (float64, error) {
 		return 0, err
 	}
 	off, length, _ := m.Shard()
-	sums := make([]float64, length/gpt.NormBlock)
+	if t.normSums == nil {
+		t.normSums, t.normEnc = make([]float64, length/gpt.NormBlock), make([]float32, 3*length/gpt.NormBlock)
+	}
+	sums, enc := t.normSums, t.normEnc
 	m.GradBlockSums(sums, off, length)
-	// The float64 sums travel as three 22-bit integers each, which float32 holds exactly.
-	enc := make([]float32, 3*len(sums))
+	// The float64 sums travel as three 21- or 22-bit integers each, which float32 holds exactly.
 	for i, s := range sums {
 		b := math.Float64bits(s)
 		enc[3*i], enc[3*i+1], enc[3*i+2] = float32(b>>42), float32(b>>21&(1<<21-1)), float32(b&(1<<21-1))

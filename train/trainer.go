@@ -107,6 +107,8 @@ type Trainer struct {
 	gathers        map[int]gatherBuf // by part length
 	momentsScratch [2]backend.Buf    // ZeRO-1: both moments gathered for a checkpoint
 	commTime       time.Duration     // this step's time in collectives
+	normSums       []float64         // ZeRO-1: this rank's gradient block sums, and their encoding
+	normEnc        []float32
 }
 
 // Run trains from scratch or resumes, until Config.Steps updates are done or ctx is cancelled
