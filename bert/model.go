@@ -2,7 +2,6 @@ package bert
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -18,12 +17,11 @@ type Model struct {
 	Config Config
 	be     backend.Backend
 
-	// Flat buffers in ParamSpecs order; the AdamW moments mirror the parameters.
-	Params, Grads, M, V backend.Buf
-	params, grads       paramViews
-	moments1, moments2  []backend.Buf // per-tensor views of M and V
-	specs               []gpt.ParamSpec
-	offsets             []int // start of each spec in the flat buffers
+	// Parameters, gradients, AdamW moments and their data-parallel layout, in ParamSpecs order
+	// (Params, Grads, M, V, GradNorm, Update, UpdateShard, SetParams, ...: gpt.Trainable).
+	gpt.Trainable
+	params, grads paramViews // views of Params and Grads
+	scratch       paramViews // views of GradScratch (gpt.Parallel.SeparateAccum)
 
 	maxB, maxT int
 	// compute is the storage format of activations and their gradients. Only fp32 is
@@ -87,6 +85,12 @@ type actBuffers struct {
 // New plans and allocates an fp32 model for batches of up to maxB sequences of up to maxT tokens.
 // Parameters are zero; call Init or SetParams.
 func New(be backend.Backend, cfg Config, maxB, maxT int) (*Model, error) {
+	return NewParallel(be, cfg, maxB, maxT, gpt.Parallel{})
+}
+
+// NewParallel is New with the buffer layout par asks for data-parallel training (gpt.Parallel:
+// a separate micro-batch gradient for BackwardAccumulate, ZeRO-1 shards).
+func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, par gpt.Parallel) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -97,19 +101,19 @@ func New(be backend.Backend, cfg Config, maxB, maxT int) (*Model, error) {
 		return nil, fmt.Errorf("batch size and sequence length must be >= 1 (got %d, %d)", maxB, maxT)
 	}
 	if mc, ok := be.(backend.MemoryChecker); ok {
-		if err := mc.CheckMemory(cfg.MemoryPlan(maxB, maxT)); err != nil {
+		if err := mc.CheckMemory(cfg.ParallelMemoryPlan(maxB, maxT, par)); err != nil {
 			return nil, err
 		}
 	}
-	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, specs: cfg.ParamSpecs(), compute: backend.F32}
-	n := 0
-	for _, s := range m.specs {
-		m.offsets = append(m.offsets, n)
-		n += s.Size()
+	tr, err := gpt.NewTrainable(be, cfg.ParamSpecs(), gpt.Precision{}, par)
+	if err != nil {
+		return nil, err
 	}
-	m.Params, m.Grads, m.M, m.V = be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(n)
+	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, Trainable: tr, compute: backend.F32}
 	m.params, m.grads = m.paramViews(m.Params), m.paramViews(m.Grads)
-	m.moments1, m.moments2 = m.paramViews(m.M).all, m.paramViews(m.V).all
+	if par.SeparateAccum {
+		m.scratch = m.paramViews(m.GradScratch())
+	}
 	BT := maxB * maxT
 	m.inputs, m.types, m.lengths = be.AllocInt32(BT), be.AllocInt32(BT), be.AllocInt32(maxB)
 	m.maskIndex, m.maskTargets = be.AllocInt32(BT), be.AllocInt32(BT)
@@ -159,6 +163,12 @@ func (m *Model) allocActs() {
 // MemoryPlan lists the bytes an fp32 model allocates for batches of up to B sequences of T
 // tokens, by category (a test checks it against what New allocates).
 func (c Config) MemoryPlan(B, T int) []backend.MemoryItem {
+	return c.ParallelMemoryPlan(B, T, gpt.Parallel{})
+}
+
+// ParallelMemoryPlan is MemoryPlan for one rank with the data-parallel layout par (see
+// gpt.TrainableMemoryPlan).
+func (c Config) ParallelMemoryPlan(B, T int, par gpt.Parallel) []backend.MemoryItem {
 	L, C, NH, Vp := int64(c.NumLayers), int64(c.Channels), int64(c.NumHeads), int64(c.PaddedVocabSize)
 	BT := int64(B) * int64(T)
 	n := int64(c.NumParams())
@@ -175,13 +185,11 @@ func (c Config) MemoryPlan(B, T int) []backend.MemoryItem {
 	if c.PreLN {
 		once += BT*C + 2*BT
 	}
-	return []backend.MemoryItem{
-		{Name: "parameters", Bytes: 4 * n},
-		{Name: "gradients", Bytes: 4 * n},
-		{Name: "AdamW moments", Bytes: 8 * n},
-		{Name: "activations", Bytes: 4 * (L*perLayer + once)},
-		{Name: "tokens", Bytes: 4 * (4*BT + int64(B))},
-	}
+	plan := gpt.TrainableMemoryPlan(n, gpt.Precision{}, par, func(backend.DType) int64 { return 4 })
+	return append(plan,
+		backend.MemoryItem{Name: "activations", Bytes: 4 * (L*perLayer + once)},
+		backend.MemoryItem{Name: "tokens", Bytes: 4 * (4*BT + int64(B))},
+	)
 }
 
 // paramViews splits a flat buffer laid out like the parameters into named per-layer views.
@@ -197,9 +205,9 @@ func (m *Model) paramViews(flat backend.Buf) paramViews {
 		"ln1w": &v.ln1w, "ln1b": &v.ln1b, "fcw": &v.fcw, "fcb": &v.fcb,
 		"fcprojw": &v.fcprojw, "fcprojb": &v.fcprojb, "ln2w": &v.ln2w, "ln2b": &v.ln2b,
 	}
-	L := m.Config.NumLayers
-	for i, s := range m.specs {
-		v.all = append(v.all, m.be.View(flat, m.offsets[i], s.Size()))
+	L, offsets := m.Config.NumLayers, m.Offsets()
+	for i, s := range m.Specs() {
+		v.all = append(v.all, m.be.View(flat, offsets[i], s.Size()))
 		if dst, ok := whole[s.Name]; ok {
 			*dst = v.all[i]
 			continue
@@ -210,7 +218,7 @@ func (m *Model) paramViews(flat backend.Buf) paramViews {
 		}
 		size := s.Size() / L
 		for l := range L {
-			*dst = append(*dst, m.be.View(flat, m.offsets[i]+l*size, size))
+			*dst = append(*dst, m.be.View(flat, offsets[i]+l*size, size))
 		}
 	}
 	return v
@@ -227,12 +235,6 @@ func (m *Model) alloc(n int, dt backend.DType) backend.Buf {
 // Backend is the backend the model lives on.
 func (m *Model) Backend() backend.Backend { return m.be }
 
-// Specs lists the parameter tensors in flat-buffer order.
-func (m *Model) Specs() []gpt.ParamSpec { return m.specs }
-
-// Offsets gives the start of each parameter tensor in the flat buffers.
-func (m *Model) Offsets() []int { return m.offsets }
-
 // Init fills the parameters with BERT's initialisation: every embedding and Linear weight
 // N(0, 0.02) (no residual scaling, unlike GPT-2), biases 0 (the output bias too), LayerNorm
 // weights 1. The padded vocabulary rows of wte stay 0; they never receive gradient.
@@ -241,7 +243,7 @@ func (m *Model) Init(seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x6a09e667f3bcc909))
 	const chunk = 1 << 20 // fill and upload a chunk at a time: no host copy of every parameter
 	buf := make([]float32, min(chunk, c.NumParams()))
-	for i, s := range m.specs {
+	for i, s := range m.Specs() {
 		value := func(int) float32 { return 0 } // biases
 		switch s.Name {
 		case "embedlnw", "ln1w", "ln2w", "lnfw", "headlnw":
@@ -268,24 +270,6 @@ func (m *Model) Init(seed uint64) {
 	}
 	m.ParamsChanged()
 }
-
-// SetParams uploads a flat host parameter array (ParamSpecs order).
-func (m *Model) SetParams(host []float32) error {
-	if len(host) != m.Params.Len() {
-		return fmt.Errorf("parameter count mismatch: have %d, model needs %d", len(host), m.Params.Len())
-	}
-	m.be.Upload(m.Params, host)
-	m.ParamsChanged()
-	return nil
-}
-
-// ParamsChanged is gpt.Model's hook for rewriting a 16-bit compute copy of the parameters after
-// they were written directly; an fp32 model has no copy, so it does nothing yet.
-func (m *Model) ParamsChanged() {}
-
-// ParamsUpdatedAt is gpt.Model's resume hook (the compute copy as update step left it); nothing
-// to do in fp32.
-func (m *Model) ParamsUpdatedAt(step int) {}
 
 // Batch is one encoder batch of B sequences of T tokens.
 type Batch struct {
@@ -547,13 +531,28 @@ func (m *Model) checkBatch(b Batch) error {
 	return nil
 }
 
-// ZeroGrad clears the parameter gradients (before the first micro-batch of a step).
-func (m *Model) ZeroGrad() { m.be.Zero(m.Grads) }
-
 // Backward accumulates into Grads the gradient of lossScale * (mean MLM loss of the last
 // Forward), which must have had targets. Use lossScale = 1/gradAccum for gradient accumulation.
 // A batch without masked positions has zero loss and adds nothing.
-func (m *Model) Backward(lossScale float32) error {
+func (m *Model) Backward(lossScale float32) error { return m.backward(lossScale, &m.grads) }
+
+// BackwardAccumulate adds to Grads the gradient of lossScale * (mean MLM loss of the last
+// Forward), computed on its own into zeroed scratch first (gpt.Parallel.SeparateAccum), so that k
+// micro-batches give the bits of k ranks' sum of one each. Call Backward for a step's first
+// micro-batch and this for the others.
+func (m *Model) BackwardAccumulate(lossScale float32) error {
+	if err := m.StartAccumulate(); err != nil {
+		return err
+	}
+	if err := m.backward(lossScale, &m.scratch); err != nil {
+		return err
+	}
+	m.AddAccumulated()
+	return nil
+}
+
+// backward accumulates the gradient into the views g (of Grads or of the scratch).
+func (m *Model) backward(lossScale float32, g *paramViews) error {
 	if !m.cur || !m.withTargets {
 		return fmt.Errorf("backward called before a forward pass with targets")
 	}
@@ -561,7 +560,7 @@ func (m *Model) Backward(lossScale float32) error {
 	if m.masked == 0 {
 		return nil
 	}
-	c, be, p, g, a := m.Config, m.be, &m.params, &m.grads, &m.a
+	c, be, p, a := m.Config, m.be, &m.params, &m.a
 	defer backend.Scope(be, "backward")()
 	B, T, M := m.B, m.T, m.masked
 	BT, C, V, Vp := B*T, c.Channels, c.VocabSize, c.PaddedVocabSize
@@ -597,22 +596,22 @@ func (m *Model) Backward(lossScale float32) error {
 		}
 		if c.PreLN {
 			// MLP branch: res2 = res1 + fcproj(gelu(fc(ln2(res1)))).
-			m.mlpBackward(l, a.dres, a.dx, a.ln2[l], BT)
+			m.mlpBackward(g, l, a.dres, a.dx, a.ln2[l], BT)
 			be.LayerNormBackward(a.dres, g.ln2w[l], g.ln2b[l], a.dx, a.res1[l], p.ln2w[l], a.ln2Mean[l], a.ln2Rstd[l], BT, C)
 			// Attention branch: res1 = x + attproj(attention(qkv(ln1(x)))).
-			m.attentionBackward(l, a.dres, a.dx, a.ln1[l], B, T)
+			m.attentionBackward(g, l, a.dres, a.dx, a.ln1[l], B, T)
 			be.LayerNormBackward(a.dres, g.ln1w[l], g.ln1b[l], a.dx, x, p.ln1w[l], a.ln1Mean[l], a.ln1Rstd[l], BT, C)
 		} else {
 			// ln2 = LN(res2), res2 = ln1 + mlp(ln1): d res2 into dres, then d ln1 = dres + the
 			// MLP's input gradient.
 			be.Zero(a.dres)
 			be.LayerNormBackward(a.dres, g.ln2w[l], g.ln2b[l], a.dx, a.res2[l], p.ln2w[l], a.ln2Mean[l], a.ln2Rstd[l], BT, C)
-			m.mlpBackward(l, a.dres, a.dx, a.ln1[l], BT)
+			m.mlpBackward(g, l, a.dres, a.dx, a.ln1[l], BT)
 			be.ResidualForward(a.dx, a.dx, a.dres, BT*C)
 			// ln1 = LN(res1), res1 = x + attn(x): likewise to d x.
 			be.Zero(a.dres)
 			be.LayerNormBackward(a.dres, g.ln1w[l], g.ln1b[l], a.dx, a.res1[l], p.ln1w[l], a.ln1Mean[l], a.ln1Rstd[l], BT, C)
-			m.attentionBackward(l, a.dres, a.dx, x, B, T)
+			m.attentionBackward(g, l, a.dres, a.dx, x, B, T)
 			be.ResidualForward(a.dx, a.dx, a.dres, BT*C)
 		}
 		endLayer()
@@ -639,8 +638,8 @@ func (m *Model) Backward(lossScale float32) error {
 
 // mlpBackward writes din (BT,C), the gradient of block l's MLP input in (BT,C), given dout, the
 // gradient of its output fcproj[l], and accumulates the MLP's parameter gradients.
-func (m *Model) mlpBackward(l int, dout, din, in backend.Buf, BT int) {
-	p, g, a, C := &m.params, &m.grads, &m.a, m.Config.Channels
+func (m *Model) mlpBackward(g *paramViews, l int, dout, din, in backend.Buf, BT int) {
+	p, a, C := &m.params, &m.a, m.Config.Channels
 	m.be.MatmulBackward(a.dfchGelu, g.fcprojw[l], g.fcprojb[l], dout, a.fchGelu[l], p.fcprojw[l], BT, 4*C, C)
 	m.geluBackward(a.dfch, a.fch[l], a.dfchGelu, BT*4*C)
 	m.be.MatmulBackward(din, g.fcw[l], g.fcb[l], a.dfch, in, p.fcw[l], BT, C, 4*C)
@@ -648,36 +647,12 @@ func (m *Model) mlpBackward(l int, dout, din, in backend.Buf, BT int) {
 
 // attentionBackward writes din (BT,C), the gradient of block l's attention input in, given dout,
 // the gradient of its output attproj[l], and accumulates the attention's parameter gradients.
-func (m *Model) attentionBackward(l int, dout, din, in backend.Buf, B, T int) {
-	p, g, a, C, NH := &m.params, &m.grads, &m.a, m.Config.Channels, m.Config.NumHeads
+func (m *Model) attentionBackward(g *paramViews, l int, dout, din, in backend.Buf, B, T int) {
+	p, a, C, NH := &m.params, &m.a, m.Config.Channels, m.Config.NumHeads
 	BT := B * T
 	m.be.MatmulBackward(a.datty, g.attprojw[l], g.attprojb[l], dout, a.atty[l], p.attprojw[l], BT, C, C)
 	m.be.AttentionBackward(a.dqkv, a.datty, a.qkv[l], a.atty[l], a.attLse[l], B, T, C, NH, m.mask)
 	m.be.MatmulBackward(din, g.qkvw[l], g.qkvb[l], a.dqkv, in, p.qkvw[l], BT, C, 3*C)
-}
-
-// GradNorm is the global L2 norm of the gradients.
-func (m *Model) GradNorm() float64 {
-	defer backend.Scope(m.be, "grad_norm")()
-	return math.Sqrt(m.be.SumSquares(m.Grads, m.Grads.Len()))
-}
-
-// Update applies one AdamW step (1-based step) with learning rate lr to every parameter tensor;
-// weight decay only touches tensors whose spec has Decay (the 2-D weights). gradScale multiplies
-// the gradients first (gradient clipping).
-func (m *Model) Update(opt gpt.AdamWConfig, lr float64, step int, gradScale float64) {
-	defer backend.Scope(m.be, "optimizer")()
-	for i, s := range m.specs {
-		wd := 0.0
-		if s.Decay {
-			wd = opt.WeightDecay
-		}
-		m.be.AdamW(m.params.all[i], m.grads.all[i], m.moments1[i], m.moments2[i], s.Size(), backend.AdamWParams{
-			LR: float32(lr), Beta1: float32(opt.Beta1), Beta2: float32(opt.Beta2), Eps: float32(opt.Eps),
-			WeightDecay: float32(wd), GradScale: float32(gradScale), Step: step,
-		})
-	}
-	m.ParamsUpdatedAt(step)
 }
 
 // LogitsRow copies the logits (len(dst) <= Vp columns, V real ones first) of sequence b at

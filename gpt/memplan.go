@@ -1,8 +1,6 @@
 package gpt
 
 import (
-	"fmt"
-
 	"github.com/gpt2go/gpt2go/backend"
 )
 
@@ -43,22 +41,8 @@ func (c Config) memoryPlan(B, T int, prec Precision, par Parallel, sizeOf func(b
 	// losses (2*BT).
 	once := 2*BT*C + BT*Vp + 5*BT*C + 3*BT*C + 8*BT*C
 	onceStats := 2*BT + 2*BT
-	padded, moments, momentsName := n, n, "AdamW moments"
-	if par.Shards > 0 {
-		s := int64(ShardLen(int(n), par.Shards))
-		padded, moments = s*int64(par.Shards), s
-		momentsName = fmt.Sprintf("AdamW moments (ZeRO-1: 1/%d shard)", par.Shards)
-	}
-	plan := []backend.MemoryItem{{Name: "parameters", Bytes: f32 * padded}}
-	if prec.Mixed() {
-		plan = append(plan, backend.MemoryItem{Name: "parameters (" + prec.Compute.String() + " copy)", Bytes: act * n})
-	}
-	plan = append(plan, backend.MemoryItem{Name: "gradients", Bytes: sizeOf(prec.Grads) * padded})
-	if par.SeparateAccum {
-		plan = append(plan, backend.MemoryItem{Name: "gradients (one micro-batch's)", Bytes: sizeOf(prec.Grads) * n})
-	}
+	plan := TrainableMemoryPlan(n, prec, par, sizeOf)
 	return append(plan,
-		backend.MemoryItem{Name: momentsName, Bytes: 2 * f32 * moments},
 		backend.MemoryItem{Name: "activations", Bytes: act*(L*perLayer+once) + f32*(L*perLayerStats+onceStats)},
 		backend.MemoryItem{Name: "tokens", Bytes: 2 * 4 * BT},
 	)

@@ -14,24 +14,12 @@ type Model struct {
 	Config Config
 	be     backend.Backend
 
-	// Flat buffers in ParamSpecs order; the AdamW moments mirror the parameters. Params is the
-	// fp32 master copy; forward and backward read compute, which is Params itself in fp32 and a
-	// 16-bit copy in a mixed plan (see Precision).
-	Params, Grads, M, V backend.Buf
-	params, grads       paramViews
-	// Data-parallel layout (parallel.go): with ZeRO-1 shards, Params and Grads are views of the
-	// first NumParams elements of padded flat buffers, and M and V hold this rank's shard only.
-	par                   Parallel
-	paramsFlat, gradsFlat backend.Buf
-	gradScratch           backend.Buf // SeparateAccum: one micro-batch's gradient
-	scratch               paramViews  // views of gradScratch
-	normSums              []float64   // GradNorm's block sums
-	prec                  Precision
-	compute               backend.Buf
-	fwd                   paramViews    // views of compute
-	moments1, moments2    []backend.Buf // per-tensor views of M and V
-	specs                 []ParamSpec
-	offsets               []int // start of each spec in the flat buffers
+	// Parameters, gradients, moments, the compute copy and the data-parallel layout (Params,
+	// Grads, M, V, Update, GradNorm, ...; trainable.go, parallel.go).
+	Trainable
+	params, grads paramViews // views of Params and Grads
+	scratch       paramViews // views of GradScratch (Parallel.SeparateAccum)
+	fwd           paramViews // views of Compute()
 
 	maxB, maxT int
 	inputs     backend.Buf // int32 (B,T)
@@ -91,12 +79,6 @@ func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision,
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := prec.Validate(); err != nil {
-		return nil, err
-	}
-	if err := be.CheckDType(prec.Compute); err != nil {
-		return nil, err
-	}
 	if maxT > cfg.BlockSize {
 		return nil, fmt.Errorf("sequence length %d exceeds the model's block size %d; use --seq-len <= %d", maxT, cfg.BlockSize, cfg.BlockSize)
 	}
@@ -106,32 +88,23 @@ func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision,
 	if err := par.validate(); err != nil {
 		return nil, err
 	}
+	if err := prec.Validate(); err != nil {
+		return nil, err
+	}
 	if mc, ok := be.(backend.MemoryChecker); ok {
 		plan := cfg.memoryPlan(maxB, maxT, prec, par, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
 		if err := mc.CheckMemory(plan); err != nil {
 			return nil, err
 		}
 	}
-	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, specs: cfg.ParamSpecs(), views: map[[2]int]*acts{}, prec: prec, par: par}
-	n := 0
-	for _, s := range m.specs {
-		m.offsets = append(m.offsets, n)
-		n += s.Size()
+	tr, err := NewTrainable(be, cfg.ParamSpecs(), prec, par)
+	if err != nil {
+		return nil, err
 	}
-	m.allocFlat(n)
-	m.params = m.paramViews(m.Params)
-	m.compute, m.fwd = m.Params, m.params
-	if prec.Mixed() {
-		m.compute = be.AllocDType(n, prec.Compute)
-		m.fwd = m.paramViews(m.compute)
-	}
-	m.grads = m.paramViews(m.Grads)
-	if par.Shards == 0 {
-		m.moments1, m.moments2 = m.paramViews(m.M).all, m.paramViews(m.V).all
-	}
+	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, Trainable: tr, views: map[[2]int]*acts{}}
+	m.params, m.grads, m.fwd = m.paramViews(m.Params), m.paramViews(m.Grads), m.paramViews(m.Compute())
 	if par.SeparateAccum {
-		m.gradScratch = m.alloc(n, prec.Grads)
-		m.scratch = m.paramViews(m.gradScratch)
+		m.scratch = m.paramViews(m.GradScratch())
 	}
 	m.inputs, m.targets = be.AllocInt32(maxB*maxT), be.AllocInt32(maxB*maxT)
 	m.allocActs()
@@ -227,12 +200,6 @@ func (m *Model) actsFor(B, T int) *acts {
 // Backend is the backend the model lives on.
 func (m *Model) Backend() backend.Backend { return m.be }
 
-// Specs lists the parameter tensors in flat-buffer order.
-func (m *Model) Specs() []ParamSpec { return m.specs }
-
-// Offsets gives the start of each parameter tensor in the flat buffers.
-func (m *Model) Offsets() []int { return m.offsets }
-
 // InitGPT2 fills the parameters with GPT-2's initialisation: weights N(0, 0.02), the two residual
 // projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1. The padded
 // vocabulary rows of wte stay 0 so their logits are 0 and they never receive gradient.
@@ -270,16 +237,6 @@ func (m *Model) InitGPT2(seed uint64) {
 		}
 	}
 	m.ParamsChanged()
-}
-
-// SetParams uploads a flat host parameter array (ParamSpecs order).
-func (m *Model) SetParams(host []float32) error {
-	if len(host) != m.Params.Len() {
-		return fmt.Errorf("parameter count mismatch: have %d, model needs %d", len(host), m.Params.Len())
-	}
-	m.be.Upload(m.Params, host)
-	m.ParamsChanged()
-	return nil
 }
 
 // Forward runs the model on inputs (B,T) and, when targets (B,T) is not nil, the cross-entropy
@@ -363,9 +320,6 @@ func (m *Model) checkBatch(inputs, targets []int32, B, T int) error {
 	return nil
 }
 
-// ZeroGrad clears the parameter gradients (before the first micro-batch of a step).
-func (m *Model) ZeroGrad() { m.be.Zero(m.Grads) }
-
 // Backward accumulates into Grads the gradient of lossScale * (mean loss of the last Forward),
 // which must have had targets. Use lossScale = 1/gradAccum for gradient accumulation.
 func (m *Model) Backward(lossScale float32) error { return m.backward(lossScale, &m.grads) }
@@ -423,53 +377,6 @@ func (m *Model) backward(lossScale float32, g *paramViews) error {
 	be.EncoderBackward(g.wte, dwpe, a.dresidual, a.inputs, B, T, C)
 	m.cur = nil // the logits now hold dlogits
 	return nil
-}
-
-// GradNorm is the global L2 norm of the gradients. On a backend that sums in blocks it is the
-// square root of the float64 sum, in order, of GradBlockSums (a definition that ZeRO-1's shards
-// reproduce bit for bit); elsewhere one SumSquares over all of them.
-func (m *Model) GradNorm() float64 {
-	defer backend.Scope(m.be, "grad_norm")()
-	if backend.BlockSums(m.be) == nil {
-		return math.Sqrt(m.be.SumSquares(m.Grads, m.Grads.Len()))
-	}
-	if m.normSums == nil {
-		m.normSums = make([]float64, m.numBlocks(m.Grads.Len()))
-	}
-	m.GradBlockSums(m.normSums, 0, m.Grads.Len())
-	return math.Sqrt(SumInOrder(m.normSums))
-}
-
-// AdamWConfig holds the optimizer's hyperparameters (the learning rate is passed per step).
-type AdamWConfig struct {
-	Beta1, Beta2, Eps, WeightDecay float64
-}
-
-// Update applies one AdamW step (1-based step) with learning rate lr to every parameter tensor;
-// weight decay only touches tensors whose spec has Decay (the 2-D weight matrices). gradScale
-// multiplies the gradients first (gradient clipping, and undoing a loss scale). In a mixed plan
-// the compute copy is then rewritten from the updated master.
-func (m *Model) Update(opt AdamWConfig, lr float64, step int, gradScale float64) {
-	defer backend.Scope(m.be, "optimizer")()
-	if m.par.Shards > 0 {
-		panic("gpt.Update on a model with ZeRO-1 shards; use UpdateShard")
-	}
-	for i, s := range m.specs {
-		m.be.AdamW(m.params.all[i], m.grads.all[i], m.moments1[i], m.moments2[i], s.Size(), m.adamWParams(opt, s, lr, step, gradScale))
-	}
-	m.ParamsUpdatedAt(step)
-}
-
-// adamWParams are the scalars of one AdamW step of the tensor s.
-func (m *Model) adamWParams(opt AdamWConfig, s ParamSpec, lr float64, step int, gradScale float64) backend.AdamWParams {
-	wd := 0.0
-	if s.Decay {
-		wd = opt.WeightDecay
-	}
-	return backend.AdamWParams{
-		LR: float32(lr), Beta1: float32(opt.Beta1), Beta2: float32(opt.Beta2), Eps: float32(opt.Eps),
-		WeightDecay: float32(wd), GradScale: float32(gradScale), Step: step,
-	}
 }
 
 // LogitsRow copies the logits (V real columns) of sequence b at position t of the last Forward

@@ -41,7 +41,7 @@ func ShardLen(n, shards int) int {
 }
 
 // allocFlat allocates the parameters, gradients and moments for n parameters in m.par's layout.
-func (m *Model) allocFlat(n int) {
+func (m *Trainable) allocFlat(n int) {
 	be, par := m.be, m.par
 	if par.Shards == 0 {
 		m.Params, m.Grads, m.M, m.V = be.Alloc(n), m.alloc(n, m.prec.Grads), be.Alloc(n), be.Alloc(n)
@@ -55,17 +55,17 @@ func (m *Model) allocFlat(n int) {
 }
 
 // Parallel is the model's data-parallel layout.
-func (m *Model) Parallel() Parallel { return m.par }
+func (m *Trainable) Parallel() Parallel { return m.par }
 
 // PaddedParams and PaddedGrads are the whole flat buffers behind Params and Grads, padded (with
 // ZeRO-1 shards) to a length that splits into equal shards; the padding is zero.
-func (m *Model) PaddedParams() backend.Buf { return m.paramsFlat }
-func (m *Model) PaddedGrads() backend.Buf  { return m.gradsFlat }
+func (m *Trainable) PaddedParams() backend.Buf { return m.paramsFlat }
+func (m *Trainable) PaddedGrads() backend.Buf  { return m.gradsFlat }
 
 // Shard returns the first element of this rank's ZeRO-1 shard in the padded buffers, its
 // length, and how many of its elements are parameters (the rest is padding). Without shards it is
 // all parameters.
-func (m *Model) Shard() (off, length, real int) {
+func (m *Trainable) Shard() (off, length, real int) {
 	n := m.Params.Len()
 	if m.par.Shards == 0 {
 		return 0, n, n
@@ -79,25 +79,23 @@ func (m *Model) Shard() (off, length, real int) {
 // computed on its own into zeroed scratch first (Parallel.SeparateAccum). Call Backward for a
 // step's first micro-batch (into zeroed Grads) and this for the others.
 func (m *Model) BackwardAccumulate(lossScale float32) error {
-	if m.gradScratch == nil {
-		return fmt.Errorf("backward: the model was made without Parallel.SeparateAccum")
+	if err := m.StartAccumulate(); err != nil {
+		return err
 	}
-	m.be.Zero(m.gradScratch)
 	if err := m.backward(lossScale, &m.scratch); err != nil {
 		return err
 	}
-	defer backend.Scope(m.be, "grad_accumulate")()
-	m.be.ResidualForward(m.Grads, m.Grads, m.gradScratch, m.Grads.Len())
+	m.AddAccumulated()
 	return nil
 }
 
-func (m *Model) numBlocks(n int) int { return (n + NormBlock - 1) / NormBlock }
+func (m *Trainable) numBlocks(n int) int { return (n + NormBlock - 1) / NormBlock }
 
 // GradBlockSums writes into dst the sums of squares of the gradient's blocks of NormBlock
 // elements that cover [off, off+count) of the padded gradient buffer (off a multiple of
 // NormBlock, len(dst) = ceil(count/NormBlock)): one call on a backend.BlockSumSquarer, one
 // SumSquares per block elsewhere.
-func (m *Model) GradBlockSums(dst []float64, off, count int) {
+func (m *Trainable) GradBlockSums(dst []float64, off, count int) {
 	if off%NormBlock != 0 || len(dst) != m.numBlocks(count) {
 		panic(fmt.Sprintf("gpt.GradBlockSums: %d sums for [%d, %d)", len(dst), off, off+count))
 	}
@@ -131,7 +129,7 @@ func SumInOrder(x []float64) float64 {
 // shard's summed gradients and the rank's moments (each element updated exactly as Update
 // would). The other ranks' parts of Params are stale until the caller all-gathers PaddedParams
 // and calls ParamsUpdatedAt(step).
-func (m *Model) UpdateShard(opt AdamWConfig, lr float64, step int, gradScale float64) {
+func (m *Trainable) UpdateShard(opt AdamWConfig, lr float64, step int, gradScale float64) {
 	defer backend.Scope(m.be, "optimizer")()
 	off, _, real := m.Shard()
 	end := off + real
@@ -148,7 +146,7 @@ func (m *Model) UpdateShard(opt AdamWConfig, lr float64, step int, gradScale flo
 
 // SetMoments uploads both AdamW moments from host arrays over all parameters (a checkpoint's),
 // keeping this rank's shard only with ZeRO-1.
-func (m *Model) SetMoments(m1, m2 []float32) error {
+func (m *Trainable) SetMoments(m1, m2 []float32) error {
 	n := m.Params.Len()
 	if len(m1) != n || len(m2) != n {
 		return fmt.Errorf("moment count mismatch: have %d and %d, model needs %d", len(m1), len(m2), n)

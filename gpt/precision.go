@@ -70,33 +70,3 @@ func (p Precision) Validate() error {
 // stochasticSeed is the Convert seed of the parameter copy after update step (never 0, which
 // means round to nearest): it depends on the step alone, so a resumed run draws the same bits.
 func stochasticSeed(step int) uint64 { return uint64(step)*0x9e37_79b9_7f4a_7c15 | 1 }
-
-// Precision is the model's storage plan.
-func (m *Model) Precision() Precision { return m.prec }
-
-// ParamsChanged rewrites the compute copy of the parameters from the fp32 master, rounding to
-// nearest; call it after writing Params directly (SetParams, InitGPT2 and Update do it
-// themselves). In fp32 there is no copy and it does nothing.
-func (m *Model) ParamsChanged() { m.ParamsUpdatedAt(0) }
-
-// ParamsUpdatedAt rewrites the compute copy exactly as Update(step) last did (with stochastic
-// rounding its bits depend on the step; step 0 means no update yet: round to nearest). A resumed
-// run calls it with its last update's step, so that it continues from the same copy.
-func (m *Model) ParamsUpdatedAt(step int) {
-	if !m.prec.Mixed() {
-		return
-	}
-	var seed uint64
-	if m.prec.StochasticRounding && step > 0 {
-		seed = stochasticSeed(step)
-	}
-	m.be.Convert(m.compute, m.Params, m.Params.Len(), seed)
-}
-
-// alloc returns a buffer of n elements in dt (fp32 through Alloc, as before mixed precision).
-func (m *Model) alloc(n int, dt backend.DType) backend.Buf {
-	if dt == backend.F32 {
-		return m.be.Alloc(n)
-	}
-	return m.be.AllocDType(n, dt)
-}

@@ -1,0 +1,218 @@
+package gpt
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gpt2go/gpt2go/backend"
+)
+
+// Trainable is the state every model family trains the same way, whatever its layers: the flat
+// fp32 master parameters in ParamSpec order, their gradients, the AdamW moments, the 16-bit
+// compute copy of a mixed precision plan, and the data-parallel layout (parallel.go) of all of
+// them. A model embeds one and lays its named views over Params, Compute and Grads (or the
+// scratch of BackwardAccumulate); GradNorm, Update, UpdateShard, SetParams, SetMoments and the
+// ZeRO-1 helpers are then the model's. gpt.Model and bert.Model both do.
+type Trainable struct {
+	be backend.Backend
+	// Flat buffers in ParamSpecs order; the AdamW moments mirror the parameters. Params is the
+	// fp32 master copy; forward and backward read Compute(), which is Params itself in fp32 and
+	// a 16-bit copy in a mixed plan (see Precision).
+	Params, Grads, M, V backend.Buf
+	// Data-parallel layout: with ZeRO-1 shards, Params and Grads are views of the first
+	// NumParams elements of padded flat buffers, and M and V hold this rank's shard only.
+	par                   Parallel
+	paramsFlat, gradsFlat backend.Buf
+	gradScratch           backend.Buf // SeparateAccum: one micro-batch's gradient
+	normSums              []float64   // GradNorm's block sums
+	prec                  Precision
+	compute               backend.Buf
+	specs                 []ParamSpec
+	offsets               []int // start of each spec in the flat buffers
+	// Per-tensor views of Params, Grads and the moments (the moments' only without shards).
+	paramAll, gradAll, moments1, moments2 []backend.Buf
+}
+
+// NewTrainable allocates the trainable state of a model with the parameter tensors specs in the
+// storage plan prec and the data-parallel layout par. Parameters, gradients and moments start
+// at zero.
+func NewTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Parallel) (Trainable, error) {
+	if err := prec.Validate(); err != nil {
+		return Trainable{}, err
+	}
+	if err := be.CheckDType(prec.Compute); err != nil {
+		return Trainable{}, err
+	}
+	if err := par.validate(); err != nil {
+		return Trainable{}, err
+	}
+	t := Trainable{be: be, specs: specs, prec: prec, par: par}
+	n := 0
+	for _, s := range specs {
+		t.offsets = append(t.offsets, n)
+		n += s.Size()
+	}
+	t.allocFlat(n)
+	t.compute = t.Params
+	if prec.Mixed() {
+		t.compute = be.AllocDType(n, prec.Compute)
+	}
+	if par.SeparateAccum {
+		t.gradScratch = t.alloc(n, prec.Grads)
+	}
+	t.paramAll, t.gradAll = t.TensorViews(t.Params), t.TensorViews(t.Grads)
+	if par.Shards == 0 {
+		t.moments1, t.moments2 = t.TensorViews(t.M), t.TensorViews(t.V)
+	}
+	return t, nil
+}
+
+// TensorViews splits a flat buffer laid out like the parameters into one view per tensor.
+func (t *Trainable) TensorViews(flat backend.Buf) []backend.Buf {
+	out := make([]backend.Buf, len(t.specs))
+	for i, s := range t.specs {
+		out[i] = t.be.View(flat, t.offsets[i], s.Size())
+	}
+	return out
+}
+
+// TrainableMemoryPlan lists the bytes of NewTrainable's buffers for n parameters, with sizeOf(dt)
+// bytes per element of dt: the head of every model family's memory plan.
+func TrainableMemoryPlan(n int64, prec Precision, par Parallel, sizeOf func(backend.DType) int64) []backend.MemoryItem {
+	f32 := sizeOf(backend.F32)
+	padded, moments, momentsName := n, n, "AdamW moments"
+	if par.Shards > 0 {
+		s := int64(ShardLen(int(n), par.Shards))
+		padded, moments = s*int64(par.Shards), s
+		momentsName = fmt.Sprintf("AdamW moments (ZeRO-1: 1/%d shard)", par.Shards)
+	}
+	plan := []backend.MemoryItem{{Name: "parameters", Bytes: f32 * padded}}
+	if prec.Mixed() {
+		plan = append(plan, backend.MemoryItem{Name: "parameters (" + prec.Compute.String() + " copy)", Bytes: sizeOf(prec.Compute) * n})
+	}
+	plan = append(plan, backend.MemoryItem{Name: "gradients", Bytes: sizeOf(prec.Grads) * padded})
+	if par.SeparateAccum {
+		plan = append(plan, backend.MemoryItem{Name: "gradients (one micro-batch's)", Bytes: sizeOf(prec.Grads) * n})
+	}
+	return append(plan, backend.MemoryItem{Name: momentsName, Bytes: 2 * f32 * moments})
+}
+
+// Specs lists the parameter tensors in flat-buffer order.
+func (t *Trainable) Specs() []ParamSpec { return t.specs }
+
+// Offsets gives the start of each parameter tensor in the flat buffers.
+func (t *Trainable) Offsets() []int { return t.offsets }
+
+// Compute is the parameter copy forward and backward read: Params in fp32, the 16-bit copy in a
+// mixed plan.
+func (t *Trainable) Compute() backend.Buf { return t.compute }
+
+// GradScratch is the buffer BackwardAccumulate computes one micro-batch's gradient into (nil
+// without Parallel.SeparateAccum).
+func (t *Trainable) GradScratch() backend.Buf { return t.gradScratch }
+
+// SetParams uploads a flat host parameter array (ParamSpecs order).
+func (t *Trainable) SetParams(host []float32) error {
+	if len(host) != t.Params.Len() {
+		return fmt.Errorf("parameter count mismatch: have %d, model needs %d", len(host), t.Params.Len())
+	}
+	t.be.Upload(t.Params, host)
+	t.ParamsChanged()
+	return nil
+}
+
+// ZeroGrad clears the parameter gradients (before the first micro-batch of a step).
+func (t *Trainable) ZeroGrad() { t.be.Zero(t.Grads) }
+
+// StartAccumulate zeroes the scratch a micro-batch's gradient goes to before AddAccumulated adds
+// it to Grads (a model's BackwardAccumulate runs its backward pass in between).
+func (t *Trainable) StartAccumulate() error {
+	if t.gradScratch == nil {
+		return fmt.Errorf("backward: the model was made without Parallel.SeparateAccum")
+	}
+	t.be.Zero(t.gradScratch)
+	return nil
+}
+
+// AddAccumulated adds the micro-batch's gradient in GradScratch to Grads (acc = acc + g).
+func (t *Trainable) AddAccumulated() {
+	defer backend.Scope(t.be, "grad_accumulate")()
+	t.be.ResidualForward(t.Grads, t.Grads, t.gradScratch, t.Grads.Len())
+}
+
+// GradNorm is the global L2 norm of the gradients. On a backend that sums in blocks it is the
+// square root of the float64 sum, in order, of GradBlockSums (a definition that ZeRO-1's shards
+// reproduce bit for bit); elsewhere one SumSquares over all of them.
+func (t *Trainable) GradNorm() float64 {
+	defer backend.Scope(t.be, "grad_norm")()
+	if backend.BlockSums(t.be) == nil {
+		return math.Sqrt(t.be.SumSquares(t.Grads, t.Grads.Len()))
+	}
+	if t.normSums == nil {
+		t.normSums = make([]float64, t.numBlocks(t.Grads.Len()))
+	}
+	t.GradBlockSums(t.normSums, 0, t.Grads.Len())
+	return math.Sqrt(SumInOrder(t.normSums))
+}
+
+// AdamWConfig holds the optimizer's hyperparameters (the learning rate is passed per step).
+type AdamWConfig struct {
+	Beta1, Beta2, Eps, WeightDecay float64
+}
+
+// Update applies one AdamW step (1-based step) with learning rate lr to every parameter tensor;
+// weight decay only touches tensors whose spec has Decay (the 2-D weight matrices). gradScale
+// multiplies the gradients first (gradient clipping, and undoing a loss scale). In a mixed plan
+// the compute copy is then rewritten from the updated master.
+func (t *Trainable) Update(opt AdamWConfig, lr float64, step int, gradScale float64) {
+	defer backend.Scope(t.be, "optimizer")()
+	if t.par.Shards > 0 {
+		panic("Update on a model with ZeRO-1 shards; use UpdateShard")
+	}
+	for i, s := range t.specs {
+		t.be.AdamW(t.paramAll[i], t.gradAll[i], t.moments1[i], t.moments2[i], s.Size(), t.adamWParams(opt, s, lr, step, gradScale))
+	}
+	t.ParamsUpdatedAt(step)
+}
+
+// adamWParams are the scalars of one AdamW step of the tensor s.
+func (t *Trainable) adamWParams(opt AdamWConfig, s ParamSpec, lr float64, step int, gradScale float64) backend.AdamWParams {
+	wd := 0.0
+	if s.Decay {
+		wd = opt.WeightDecay
+	}
+	return backend.AdamWParams{
+		LR: float32(lr), Beta1: float32(opt.Beta1), Beta2: float32(opt.Beta2), Eps: float32(opt.Eps),
+		WeightDecay: float32(wd), GradScale: float32(gradScale), Step: step,
+	}
+}
+
+// Precision is the model's storage plan.
+func (t *Trainable) Precision() Precision { return t.prec }
+
+// ParamsChanged rewrites the compute copy of the parameters from the fp32 master, rounding to
+// nearest; call it after writing Params directly (SetParams, the Init methods and Update do it
+// themselves). In fp32 there is no copy and it does nothing.
+func (t *Trainable) ParamsChanged() { t.ParamsUpdatedAt(0) }
+
+// ParamsUpdatedAt rewrites the compute copy exactly as Update(step) last did (with stochastic
+// rounding its bits depend on the step; step 0 means no update yet: round to nearest). A resumed
+// run calls it with its last update's step, so that it continues from the same copy.
+func (t *Trainable) ParamsUpdatedAt(step int) {
+	if !t.prec.Mixed() {
+		return
+	}
+	var seed uint64
+	if t.prec.StochasticRounding && step > 0 {
+		seed = stochasticSeed(step)
+	}
+	t.be.Convert(t.compute, t.Params, t.Params.Len(), seed)
+}
+
+// alloc returns a buffer of n elements in dt (fp32 through Alloc, as before mixed precision).
+func (t *Trainable) alloc(n int, dt backend.DType) backend.Buf {
+	if dt == backend.F32 {
+		return t.be.Alloc(n)
+	}
+	return t.be.AllocDType(n, dt)
+}
