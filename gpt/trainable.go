@@ -216,3 +216,7 @@ func (t *Trainable) alloc(n int, dt backend.DType) backend.Buf {
 	}
 	return t.be.AllocDType(n, dt)
 }
+
+// Weights returns the trainable state itself: what a trainer driving any model family (which
+// embeds it) updates, reduces across ranks and checkpoints.
+func (t *Trainable) Weights() *Trainable { return t }

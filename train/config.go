@@ -10,15 +10,21 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpt2go/gpt2go/bert"
 	"github.com/gpt2go/gpt2go/gpt"
 )
 
 // Config is everything that defines a training run. It is saved in RUNDIR/run.json and in every
 // checkpoint, so a run can be resumed from the directory alone.
 type Config struct {
-	Model gpt.Config `json:"model"`
-	Data  string     `json:"data"`           // prepared dataset: a directory or one shard
-	Init  string     `json:"init,omitempty"` // pretrained weights the run started from (--init)
+	// Arch is the model family: "" or "gpt2" (a GPT-2 decoder trained on next-token
+	// prediction) or "bert" (an encoder trained by masked-language modelling, task.go). Model
+	// holds the sizes of either; Encoder the options only BERT has.
+	Arch    string          `json:"arch,omitempty"`
+	Model   gpt.Config      `json:"model"`
+	Encoder *EncoderOptions `json:"encoder,omitempty"`
+	Data    string          `json:"data"`           // prepared dataset: a directory or one shard
+	Init    string          `json:"init,omitempty"` // pretrained weights the run started from (--init)
 	// Tokenizer of the data, kept so checkpoints can be sampled without the dataset.
 	Tokenizer *TokenizerInfo `json:"tokenizer,omitempty"`
 
@@ -64,6 +70,40 @@ type Config struct {
 	HellaSwagLimit int    `json:"hellaswag_limit,omitempty"`
 }
 
+// EncoderOptions are a BERT run's model options beyond the sizes in Config.Model (see
+// bert.Config).
+type EncoderOptions struct {
+	TypeVocabSize int  `json:"type_vocab_size"` // token types (segments); 0 = no token-type embedding
+	PreLN         bool `json:"pre_ln,omitempty"`
+	TanhGELU      bool `json:"gelu_tanh,omitempty"`
+}
+
+// Architectures names the model families of --arch.
+var Architectures = []string{"gpt2", "bert"}
+
+// IsBERT says whether the run trains a BERT encoder.
+func (c Config) IsBERT() bool { return c.Arch == "bert" }
+
+// BERT is the encoder's configuration of a BERT run.
+func (c Config) BERT() bert.Config {
+	var e EncoderOptions
+	if c.Encoder != nil {
+		e = *c.Encoder
+	}
+	m := c.Model
+	return bert.Config{BlockSize: m.BlockSize, VocabSize: m.VocabSize, PaddedVocabSize: m.PaddedVocabSize,
+		NumLayers: m.NumLayers, NumHeads: m.NumHeads, Channels: m.Channels, TypeVocabSize: e.TypeVocabSize,
+		PreLN: e.PreLN, TanhGELU: e.TanhGELU, NoPositionalEmbs: m.NoPositionalEmbs}
+}
+
+// NumParams is the number of parameters of the run's model (padded vocabulary rows included).
+func (c Config) NumParams() int {
+	if c.IsBERT() {
+		return c.BERT().NumParams()
+	}
+	return c.Model.NumParams()
+}
+
 // Defaults returns the optimizer and bookkeeping defaults (GPT-3 paper / llm.c style AdamW).
 func Defaults() Config {
 	return Config{
@@ -79,6 +119,9 @@ func Defaults() Config {
 // Validate checks the training settings (the model config is validated by gpt).
 func (c Config) Validate() error {
 	if err := c.Model.Validate(); err != nil {
+		return err
+	}
+	if err := c.validateArch(); err != nil {
 		return err
 	}
 	if err := c.validatePrecision(); err != nil {
@@ -119,6 +162,33 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--eval-hellaswag-every needs --hellaswag FILE.jsonl|val")
 	}
 	return nil
+}
+
+// validateArch checks what a BERT run cannot combine with yet.
+func (c Config) validateArch() error {
+	switch c.Arch {
+	case "", "gpt2":
+		if c.Encoder != nil {
+			return fmt.Errorf("encoder options (--pre-ln, --gelu-tanh, --type-vocab-size) need --arch bert")
+		}
+		return nil
+	case "bert":
+	default:
+		return fmt.Errorf("unknown --arch %q; use %s", c.Arch, strings.Join(Architectures, " or "))
+	}
+	switch {
+	case c.ModelPrecision().Mixed():
+		return fmt.Errorf("--arch bert trains in fp32 or tf32 so far; pass --precision fp32 (or tf32 on a GPU)")
+	case c.SeqLen < 3:
+		return fmt.Errorf("--seq-len %d is too short for BERT: a sequence is [CLS], at least one token, [SEP]; use --seq-len >= 3", c.SeqLen)
+	case c.Init != "":
+		return fmt.Errorf("--init loads GPT-2 weights; a BERT run starts from its own initialisation")
+	case c.HellaSwagEvery > 0:
+		return fmt.Errorf("HellaSwag scores a language model's continuations; --arch bert has none (drop --eval-hellaswag-every)")
+	case c.Tokenizer == nil || c.Tokenizer.Specials == nil || c.Tokenizer.Specials.MASK < 0:
+		return fmt.Errorf("--arch bert needs data with [CLS], [SEP] and [MASK]: prepare it with --bert-specials (gpt2, byte, char) or --tokenizer wordpiece --vocab vocab.txt")
+	}
+	return c.BERT().Validate()
 }
 
 // LRAt is the learning rate of the update with 0-based index step: linear warmup over Warmup
@@ -237,6 +307,10 @@ func fieldsByFlag(c *Config) map[string]field {
 	for _, name := range []string{"model", "pad-vocab"} {
 		add(name, func() any { return c.Model }, func(v any) { c.Model = v.(gpt.Config) })
 	}
+	add("arch", func() any { return c.Arch }, func(v any) { c.Arch = v.(string) })
+	for _, name := range []string{"pre-ln", "gelu-tanh", "type-vocab-size"} {
+		add(name, func() any { return c.BERT() }, func(any) {})
+	}
 	add("no-pos-emb", func() any { return c.Model.NoPositionalEmbs }, func(v any) { c.Model.NoPositionalEmbs = v.(bool) })
 	add("precision", func() any { return c.Precision }, func(v any) { c.Precision = v.(string) })
 	add("grad-precision", func() any { return c.GradPrecision }, func(v any) { c.GradPrecision = v.(string) })
@@ -254,4 +328,24 @@ func (c Config) marshal() []byte {
 		panic(err) // plain struct of numbers and strings
 	}
 	return b
+}
+
+// describeModel is the training log's line on the model.
+func (c Config) describeModel() string {
+	m := c.Model
+	kind := "GPT-2"
+	if c.IsBERT() {
+		b := c.BERT()
+		kind = "BERT encoder (post-LN"
+		if b.PreLN {
+			kind = "BERT encoder (pre-LN"
+		}
+		gelu := "erf GELU"
+		if b.TanhGELU {
+			gelu = "tanh GELU"
+		}
+		kind += fmt.Sprintf(", %s, %d token types; masked-language modelling)", gelu, b.TypeVocabSize)
+	}
+	return fmt.Sprintf("%s, %d layers, %d heads, %d channels, vocab %d (padded %d), block %d: %.2fM params",
+		kind, m.NumLayers, m.NumHeads, m.Channels, m.VocabSize, m.PaddedVocabSize, m.BlockSize, float64(c.NumParams())/1e6)
 }

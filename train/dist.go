@@ -93,23 +93,24 @@ func (t *Trainer) stopRequested(local bool) (bool, error) {
 	return false, nil
 }
 
-// meanLoss turns this rank's micro-batch losses into the step's mean loss over all W*A, summed
-// in float64 in global micro-batch order (the bits of one process).
-func (t *Trainer) meanLoss(mine []float32) (float64, error) {
+// stepMetrics turns this rank's micro-batch figures (task.figures() each) into the step's mean
+// loss over all W*A micro-batches, summed in float64 in global micro-batch order (the bits of
+// one process), and BERT's masked-token accuracy (NaN for GPT-2).
+func (t *Trainer) stepMetrics(mine []float32) (loss, acc float64, err error) {
 	all := mine
 	if t.distributed() {
-		var err error
 		if all, err = t.gatherFloats(mine); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	return meanInOrder(all), nil
+	loss, acc = batchMetrics(all, t.task.figures())
+	return loss, acc, nil
 }
 
 // reduceGrads sums the ranks' gradients (DDP: all of them everywhere; ZeRO-1: each rank's shard)
 // and returns the global gradient norm.
 func (t *Trainer) reduceGrads() (float64, error) {
-	m := t.model
+	m := t.w
 	if !t.opts.Zero {
 		if t.distributed() {
 			if err := t.timed(func() error { return t.comm.AllReduce(m.Grads, 1) }); err != nil {
@@ -146,7 +147,7 @@ func (t *Trainer) reduceGrads() (float64, error) {
 // update applies AdamW: the whole model, or (ZeRO-1) this rank's shard, then all ranks' shards
 // gathered.
 func (t *Trainer) update(opt gpt.AdamWConfig, lr float64, step int, gradScale float64) error {
-	m := t.model
+	m := t.w
 	if !t.opts.Zero {
 		m.Update(opt, lr, step, gradScale)
 		return nil
@@ -163,7 +164,7 @@ func (t *Trainer) update(opt gpt.AdamWConfig, lr float64, step int, gradScale fl
 // buffers without ZeRO-1, else the ranks' shards all-gathered into scratch (a collective: every
 // rank calls it).
 func (t *Trainer) gatherMoments() (m1, m2 backend.Buf, err error) {
-	m := t.model
+	m := t.w
 	if !t.opts.Zero {
 		return m.M, m.V, nil
 	}
@@ -209,25 +210,25 @@ func (t *Trainer) solo(f func() error) error {
 }
 
 // evalSplit evaluates the EvalBatches validation batches split over the ranks in contiguous
-// parts and returns their mean loss, summed in batch order as one process sums it.
-func (t *Trainer) evalSplit() (float32, error) {
-	W, r, n := t.comm.Size(), t.comm.Rank(), t.cfg.EvalBatches
+// parts and returns every batch's figures in batch order, as one process makes them.
+func (t *Trainer) evalSplit() ([]float32, error) {
+	W, r, n, k := t.comm.Size(), t.comm.Rank(), t.cfg.EvalBatches, t.task.figures()
 	off, count := dist.Shard(n, W, r)
 	t.val.Reset()
 	for range off {
 		if err := t.val.Skip(); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	mine := make([]float32, dist.ShardLen(n, W))
-	if err := batchLosses(t.model, t.val, t.cfg.BatchSize, t.cfg.SeqLen, mine[:count]); err != nil {
-		return 0, err
+	mine := make([]float32, dist.ShardLen(n, W)*k)
+	if err := evalFigures(t.task, t.val, off, mine[:count*k]); err != nil {
+		return nil, err
 	}
 	all, err := t.gatherFloats(mine)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return float32(meanInOrder(all[:n])), nil // the padding of the last shards is past n
+	return all[:n*k], nil // the padding of the last shards is past n
 }
 
 // worldLine is the training log's line on the ranks and the global batch.

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/bert"
 	"github.com/gpt2go/gpt2go/checkpoint"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/hf"
@@ -28,7 +29,7 @@ type Loaded struct {
 	Source string
 }
 
-// LoadWeights reads model weights from path: a run directory (its newest good checkpoint), a
+// LoadWeights reads GPT-2 weights from path: a run directory (its newest good checkpoint), a
 // gpt2go checkpoint file, or an llm.c model file (recognised by its magic number).
 func LoadWeights(path string) (*Loaded, error) {
 	st, err := os.Stat(path)
@@ -38,9 +39,52 @@ func LoadWeights(path string) (*Loaded, error) {
 	if !st.IsDir() && isLLMC(path) {
 		return LoadLLMC(path)
 	}
+	ck, run, src, err := loadRun(path, st.IsDir())
+	if err != nil {
+		return nil, err
+	}
+	if run.IsBERT() {
+		return nil, fmt.Errorf("%s is a BERT encoder (masked-language model), which predicts masked tokens rather than the next one; use gpt2go fill --ckpt %s --text \"... [MASK] ...\"", src, path)
+	}
+	return &Loaded{Config: run.Model, Params: ck.Params, Run: run, Step: ck.Step, Source: src}, nil
+}
+
+// LoadedBERT is a BERT encoder read from a run directory or checkpoint.
+type LoadedBERT struct {
+	Config bert.Config
+	Params []float32
+	Run    *Config
+	Step   int
+	Source string
+}
+
+// LoadBERT reads a BERT run's weights from path: a run directory (its newest good checkpoint) or
+// a checkpoint file.
+func LoadBERT(path string) (*LoadedBERT, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("load model: %w", err)
+	}
+	if !st.IsDir() && isLLMC(path) {
+		return nil, fmt.Errorf("%s is an llm.c GPT-2 model file; this needs a BERT checkpoint (train one with --arch bert)", path)
+	}
+	ck, run, src, err := loadRun(path, st.IsDir())
+	if err != nil {
+		return nil, err
+	}
+	if !run.IsBERT() {
+		return nil, fmt.Errorf("%s is a GPT-2 model, which predicts the next token, not masked ones; use gpt2go sample --ckpt %s, or train an encoder with --arch bert", src, path)
+	}
+	return &LoadedBERT{Config: run.BERT(), Params: ck.Params, Run: run, Step: ck.Step, Source: src}, nil
+}
+
+// loadRun reads a gpt2go checkpoint (a run directory's newest good one, or a file) and its run
+// config, checking the parameter count against the config.
+func loadRun(path string, isDir bool) (*checkpoint.Checkpoint, *Config, string, error) {
 	var ck *checkpoint.Checkpoint
+	var err error
 	src := path
-	if st.IsDir() {
+	if isDir {
 		var warnings []error
 		ck, src, warnings, err = checkpoint.LoadLatest(path)
 		for _, w := range warnings {
@@ -50,19 +94,19 @@ func LoadWeights(path string) (*Loaded, error) {
 		ck, err = checkpoint.Load(path)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	var run Config
 	if err := json.Unmarshal(ck.Config, &run); err != nil {
-		return nil, fmt.Errorf("checkpoint %s has an unreadable config: %w", src, err)
+		return nil, nil, "", fmt.Errorf("checkpoint %s has an unreadable config: %w", src, err)
 	}
 	if err := run.Model.Validate(); err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", src, err)
+		return nil, nil, "", fmt.Errorf("checkpoint %s: %w", src, err)
 	}
-	if len(ck.Params) != run.Model.NumParams() {
-		return nil, fmt.Errorf("checkpoint %s holds %d params but its config needs %d", src, len(ck.Params), run.Model.NumParams())
+	if len(ck.Params) != run.NumParams() {
+		return nil, nil, "", fmt.Errorf("checkpoint %s holds %d params but its config needs %d", src, len(ck.Params), run.NumParams())
 	}
-	return &Loaded{Config: run.Model, Params: ck.Params, Run: &run, Step: ck.Step, Source: src}, nil
+	return ck, &run, src, nil
 }
 
 // LoadLLMC reads an llm.c model file.

@@ -75,6 +75,8 @@ type Summary struct {
 	Steps       int
 	LastLoss    float32
 	LastValLoss float32 // NaN when never evaluated
+	LastValAcc  float64 // BERT's masked-token accuracy; NaN when never evaluated or GPT-2
+	Arch        string  // the run's model family (Config.Arch)
 	Checkpoint  string
 	MsPerStep   float64
 }
@@ -84,7 +86,9 @@ type Trainer struct {
 	cfg       Config
 	opts      Options
 	be        backend.Backend
-	model     *gpt.Model
+	task      task           // the model family's forward and backward (task.go)
+	w         *gpt.Trainable // the model's parameters, gradients and moments
+	model     *gpt.Model     // the GPT-2 model (samples, HellaSwag); nil for BERT
 	ds        *data.Dataset
 	train     *data.Loader
 	val       *data.Loader
@@ -96,8 +100,6 @@ type Trainer struct {
 	peak      float64             // the backend's peak FLOP/s (backend.Peaker), 0 if unknown
 	out       io.Writer
 	bar       *progress.Bar
-	inputs    []int32
-	target    []int32
 	host      struct{ params, m, v []float32 }
 	last      string // path of the newest checkpoint
 	lock      *checkpoint.RunLock
@@ -172,14 +174,12 @@ func openLocked(opts Options) (*Trainer, error) {
 	if err := t.openData(); err != nil {
 		return nil, err
 	}
-	model, err := gpt.NewParallel(t.be, cfg.Model, cfg.BatchSize, cfg.SeqLen, cfg.ModelPrecision(), t.parallelLayout())
+	tk, err := t.newTask(t.parallelLayout())
 	if err != nil {
 		t.close()
 		return nil, err
 	}
-	t.model = model
-	t.inputs = make([]int32, cfg.BatchSize*cfg.SeqLen)
-	t.target = make([]int32, cfg.BatchSize*cfg.SeqLen)
+	t.task, t.w = tk, tk.weights()
 	if err := t.openHellaSwag(); err != nil {
 		t.close()
 		return nil, err
@@ -282,11 +282,11 @@ func (t *Trainer) openData() error {
 		return err
 	}
 	t.ds = ds
-	if t.train, err = data.NewLoader(ds.TrainShards, cfg.BatchSize, cfg.SeqLen, cfg.Model.VocabSize, cfg.Shuffle, cfg.Seed); err != nil {
+	if t.train, err = data.NewLoader(ds.TrainShards, cfg.BatchSize, cfg.rowLen(), cfg.Model.VocabSize, cfg.Shuffle, cfg.Seed); err != nil {
 		return err
 	}
 	if len(ds.ValShards) > 0 && cfg.EvalEvery > 0 && cfg.EvalBatches > 0 {
-		if t.val, err = data.NewEvalLoader(ds.ValShards, cfg.BatchSize, cfg.SeqLen, cfg.Model.VocabSize, cfg.EvalBatches); err != nil {
+		if t.val, err = data.NewEvalLoader(ds.ValShards, cfg.BatchSize, cfg.rowLen(), cfg.Model.VocabSize, cfg.EvalBatches); err != nil {
 			return fmt.Errorf("validation data: %w", err)
 		}
 	}
@@ -297,7 +297,7 @@ func (t *Trainer) openData() error {
 func (t *Trainer) initWeights() error {
 	cfg := t.cfg
 	if cfg.Init == "" {
-		t.model.InitGPT2(cfg.Seed)
+		t.task.init(cfg.Seed)
 	} else {
 		loaded, err := LoadInit(cfg.Init, nil) // a download happened when the config was read
 		if err != nil {
@@ -308,15 +308,15 @@ func (t *Trainer) initWeights() error {
 		if fileCfg != cfg.Model {
 			return fmt.Errorf("--init %s holds a model %+v that differs from the configured %+v", cfg.Init, fileCfg, cfg.Model)
 		}
-		if err := t.model.SetParams(loaded.Params); err != nil {
+		if err := t.w.SetParams(loaded.Params); err != nil {
 			return err
 		}
 	}
 	if t.distributed() { // every rank made the same weights; rank 0's are the job's anyway
-		if err := t.comm.Broadcast(t.model.Params, 0); err != nil {
+		if err := t.comm.Broadcast(t.w.Params, 0); err != nil {
 			return err
 		}
-		t.model.ParamsChanged()
+		t.w.ParamsChanged()
 	}
 	t.state = State{}
 	t.state.Loader = t.train.State()
@@ -327,18 +327,18 @@ func (t *Trainer) initWeights() error {
 }
 
 func (t *Trainer) restore(ck *checkpoint.Checkpoint) error {
-	if err := t.model.SetParams(ck.Params); err != nil {
+	if err := t.w.SetParams(ck.Params); err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
 	if ck.M == nil || ck.V == nil {
 		return fmt.Errorf("resume: checkpoint at step %d has no optimizer state (it is a weights-only export)", ck.Step)
 	}
-	if err := t.model.SetMoments(ck.M, ck.V); err != nil {
+	if err := t.w.SetMoments(ck.M, ck.V); err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
 	// The 16-bit parameter copy as the last update wrote it (its stochastic rounding is seeded
 	// by the optimizer step).
-	t.model.ParamsUpdatedAt(t.state.Step - t.state.SkippedSteps)
+	t.w.ParamsUpdatedAt(t.state.Step - t.state.SkippedSteps)
 	if err := t.train.Restore(t.state.Loader); err != nil {
 		return fmt.Errorf("resume: data position: %w", err)
 	}
@@ -394,12 +394,10 @@ func (t *Trainer) close() {
 
 // loop runs the remaining steps.
 func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
-	cfg, m := t.cfg, t.model
+	cfg, m := t.cfg, t.w
 	B, T := cfg.BatchSize, cfg.SeqLen
 	opt := gpt.AdamWConfig{Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps, WeightDecay: cfg.WeightDecay}
-	fmt.Fprintf(t.out, "model: %d layers, %d heads, %d channels, vocab %d (padded %d), block %d: %.2fM params\n",
-		cfg.Model.NumLayers, cfg.Model.NumHeads, cfg.Model.Channels, cfg.Model.VocabSize, cfg.Model.PaddedVocabSize,
-		cfg.Model.BlockSize, float64(cfg.Model.NumParams())/1e6)
+	fmt.Fprintf(t.out, "model: %s\n", cfg.describeModel())
 	fmt.Fprintf(t.out, "data: %s (%d train shards, %d val shards); backend: %s\n", cfg.Data, len(t.ds.TrainShards), len(t.ds.ValShards), t.be.Name())
 	fmt.Fprintf(t.out, "training: %d steps of %d x %d tokens x %d accum, lr %g -> %g %s, warmup %d\n",
 		cfg.Steps, B, T, cfg.GradAccum, cfg.LR, cfg.MinLR, cfg.Schedule, cfg.Warmup)
@@ -416,10 +414,11 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 		fmt.Fprintf(t.out, "tensorboard: %s (view with: tensorboard --logdir %s)\n", t.tb.Path(), t.opts.RunDir)
 	}
 	W, rank, A := t.comm.Size(), t.comm.Rank(), cfg.GradAccum
-	flopsPerStep := cfg.Model.FlopsPerToken(T) * float64(B*T*A) // per rank
-	microLosses := make([]float32, A)
+	flopsPerStep := t.task.flopsPerToken(T) * float64(B*T*A) // per rank
+	k := t.task.figures()
+	microFigs := make([]float32, A*k) // each micro-batch's loss (and BERT's masked counts)
 
-	sum := &Summary{LastValLoss: float32(math.NaN())}
+	sum := &Summary{LastValLoss: float32(math.NaN()), LastValAcc: math.NaN(), Arch: cfg.Arch}
 	t.bar = progress.NewQuiet(t.out, int64(cfg.Steps), "train", "steps")
 	t.bar.StartAt(int64(t.state.Step))
 	defer t.bar.Finish()
@@ -440,32 +439,25 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 		t.commTime = 0
 		m.ZeroGrad()
 		// The step's W*A micro-batches: this rank's are r*A .. r*A+A-1 (dist.go).
-		for k := range W * A {
-			if k/A != rank {
+		for micro := range W * A {
+			if micro/A != rank {
 				if err := t.train.Skip(); err != nil {
 					return sum, err
 				}
 				continue
 			}
-			if err := t.train.Next(t.inputs, t.target); err != nil {
-				return sum, err
-			}
-			l, err := m.Forward(t.inputs, t.target, B, T)
+			l, err := t.task.forward(t.train, t.state.Step, micro)
 			if err != nil {
 				return sum, err
 			}
-			scale := t.lossScale() / float32(W*A)
-			if k%A == 0 {
-				err = m.Backward(scale)
-			} else {
-				err = m.BackwardAccumulate(scale)
-			}
-			if err != nil {
+			if err := t.task.backward(t.lossScale()/float32(W*A), micro%A == 0); err != nil {
 				return sum, err
 			}
-			microLosses[k%A] = l
+			fig := microFigs[(micro%A)*k : (micro%A+1)*k]
+			fig[0] = l
+			t.task.counts(fig[1:])
 		}
-		loss, err := t.meanLoss(microLosses)
+		loss, acc, err := t.stepMetrics(microFigs)
 		if err != nil {
 			return sum, err
 		}
@@ -519,6 +511,10 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 		sum.Steps, sum.LastLoss = step, float32(loss)
 		entry := map[string]any{"step": step, "loss": loss, "lr": lr, "grad_norm": norm, "ms": ms, "tok_s": tokPerSec}
 		var extra string // the step line's optional figures
+		if !math.IsNaN(acc) {
+			entry["acc"] = acc
+			extra += fmt.Sprintf(" | acc %.3f", acc)
+		}
 		if t.state.LossScale != nil {
 			entry["loss_scale"], entry["skipped"] = usedScale, map[bool]int{false: 0, true: 1}[skipped]
 			if skipped {
@@ -549,13 +545,17 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 
 		last := step == cfg.Steps || step == t.opts.StopAt
 		if t.val != nil && (step%cfg.EvalEvery == 0 || last) {
-			vl, err := t.evaluate()
+			vl, vacc, err := t.evaluate()
 			if err != nil {
 				return sum, err
 			}
-			sum.LastValLoss = vl
-			t.writeLog(map[string]any{"step": step, "val_loss": vl})
-			t.bar.Println("step %*d/%d | val loss %.4f", len(fmt.Sprint(cfg.Steps)), step, cfg.Steps, vl)
+			sum.LastValLoss, sum.LastValAcc = vl, vacc
+			entry, line := map[string]any{"step": step, "val_loss": vl}, ""
+			if !math.IsNaN(vacc) {
+				entry["val_acc"], line = vacc, fmt.Sprintf(" | val acc %.4f", vacc)
+			}
+			t.writeLog(entry)
+			t.bar.Println("step %*d/%d | val loss %.4f%s", len(fmt.Sprint(cfg.Steps)), step, cfg.Steps, vl, line)
 		}
 		if t.hellaswag != nil && (step%cfg.HellaSwagEvery == 0 || last) {
 			if err := t.solo(func() error { return t.evalHellaSwag(step) }); err != nil {
@@ -591,21 +591,22 @@ func (t *Trainer) nonFinite(step int, loss, norm float64) error {
 }
 
 // evaluate returns the mean validation loss over the EvalBatches batches spread evenly over the
-// validation split (the same rows at every evaluation).
-func (t *Trainer) evaluate() (float32, error) {
+// validation split (the same rows, and for BERT the same masks, at every evaluation), and BERT's
+// masked-token accuracy (NaN for GPT-2).
+func (t *Trainer) evaluate() (loss float32, acc float64, err error) {
+	var figs []float32
 	if t.distributed() {
-		l, err := t.evalSplit()
-		if err != nil {
-			return 0, fmt.Errorf("validation: %w", err)
-		}
-		return l, nil
+		figs, err = t.evalSplit()
+	} else {
+		t.val.Reset()
+		figs = make([]float32, t.cfg.EvalBatches*t.task.figures())
+		err = evalFigures(t.task, t.val, 0, figs)
 	}
-	t.val.Reset()
-	l, err := Evaluate(t.model, t.val, t.cfg.BatchSize, t.cfg.SeqLen, t.cfg.EvalBatches)
 	if err != nil {
-		return 0, fmt.Errorf("validation: %w", err)
+		return 0, 0, fmt.Errorf("validation: %w", err)
 	}
-	return float32(l), nil
+	l, acc := batchMetrics(figs, t.task.figures())
+	return float32(l), acc, nil
 }
 
 // Sampling defaults shared by training-time samples and gpt2go sample.
@@ -617,7 +618,7 @@ const (
 // sample writes a text sample to the log and RUNDIR/samples.txt. It uses its own RNG seeded by
 // the step, so sampling never changes the training trajectory.
 func (t *Trainer) sample(step int) error {
-	if t.text == nil {
+	if t.text == nil || t.model == nil {
 		return nil
 	}
 	out, err := t.model.Generate(t.text.start(), gpt.SampleOptions{
@@ -674,7 +675,7 @@ func (t *Trainer) saveCheckpoint() error {
 
 // writeCheckpoint writes the weights, the moments m1 and m2 and the state.
 func (t *Trainer) writeCheckpoint(m1, m2 backend.Buf) error {
-	m := t.model
+	m := t.w
 	if hm, ok := t.be.(backend.HostMemory); ok {
 		// Host-memory backends are written straight from their buffers: no second copy of
 		// 3 x the parameters.
@@ -694,7 +695,7 @@ func (t *Trainer) writeCheckpoint(m1, m2 backend.Buf) error {
 	}
 	ck := &checkpoint.Checkpoint{
 		Step: t.state.Step, Config: t.cfg.marshal(), State: state,
-		Tensors: ParamTensors(m), Params: t.host.params, M: t.host.m, V: t.host.v,
+		Tensors: paramTensors(m), Params: t.host.params, M: t.host.m, V: t.host.v,
 		Software: "gpt2go " + t.opts.Version,
 	}
 	path := checkpoint.Path(t.opts.RunDir, t.state.Step)
@@ -709,7 +710,9 @@ func (t *Trainer) writeCheckpoint(m1, m2 backend.Buf) error {
 }
 
 // ParamTensors describes the model's flat parameter layout for a checkpoint.
-func ParamTensors(m *gpt.Model) []checkpoint.ParamTensor {
+func ParamTensors(m *gpt.Model) []checkpoint.ParamTensor { return paramTensors(m.Weights()) }
+
+func paramTensors(m *gpt.Trainable) []checkpoint.ParamTensor {
 	specs, offs := m.Specs(), m.Offsets()
 	out := make([]checkpoint.ParamTensor, len(specs))
 	for i, s := range specs {

@@ -80,7 +80,7 @@ func startMpirunPerRank(t *testing.T, pidDir string, perRank ...[]string) (*exec
 }
 
 // logEntries reads a run's log.jsonl as step -> the entry's raw numbers (loss, val_loss,
-// grad_norm), as written, so equal means equal bits.
+// grad_norm, and BERT's acc and val_acc), as written, so equal means equal bits.
 func logEntries(t *testing.T, runDir string) map[string]string {
 	t.Helper()
 	f, err := os.Open(filepath.Join(runDir, "log.jsonl"))
@@ -94,7 +94,7 @@ func logEntries(t *testing.T, runDir string) map[string]string {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range []string{"loss", "val_loss", "grad_norm"} {
+		for _, k := range []string{"loss", "val_loss", "grad_norm", "acc", "val_acc"} {
 			if v, ok := e[k]; ok {
 				key := fmt.Sprintf("step %s %s", e["step"], k)
 				if _, dup := out[key]; dup {

@@ -4,6 +4,7 @@
 //	gpt2go train    [flags]   train (default: a small model on the Go standard library's sources)
 //	gpt2go prepare  [flags]   text files or directories -> token shards
 //	gpt2go sample   [flags]   generate text from a checkpoint
+//	gpt2go fill     [flags]   a BERT checkpoint's top-k tokens for each [MASK] of a text
 //	gpt2go eval     [flags]   loss and perplexity on a dataset or text file; HellaSwag accuracy
 //	gpt2go export   [flags]   write a checkpoint as an llm.c model file or a Hugging Face folder
 //	gpt2go bench    [flags]   time training steps of a model config
@@ -40,6 +41,7 @@ var commands = []command{
 	{"train", "train a model (default: a small model on the Go standard library's sources)", runTrain},
 	{"prepare", "tokenize text files or directories into token shards", runPrepare},
 	{"sample", "generate text from a checkpoint", runSample},
+	{"fill", "a BERT checkpoint's top-k tokens for each [MASK] of a text", runFill},
 	{"eval", "loss and perplexity on a dataset or text file; HellaSwag accuracy", runEval},
 	{"export", "write a checkpoint as an llm.c model file or a Hugging Face GPT-2 folder", runExport},
 	{"bench", "time training steps of a model config", runBench},

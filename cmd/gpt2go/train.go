@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/gpt2go/gpt2go/bert"
 	"github.com/gpt2go/gpt2go/data"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/prepare"
@@ -26,7 +27,9 @@ const (
 
 // modelFlags are the flags that define the model architecture.
 type modelFlags struct {
-	preset                                            string
+	arch, preset                                      string
+	preLN, geluTanh                                   bool
+	typeVocab                                         int
 	nLayer, nHead, nEmbd, blockSize, vocabSize, padTo int
 	noPosEmb                                          bool
 	init                                              string
@@ -36,7 +39,7 @@ type modelFlags struct {
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&m.preset, "model", "", "GPT-2 preset: gpt2, gpt2-medium, gpt2-large, gpt2-xl (default: a small custom model)")
+	fs.StringVar(&m.preset, "model", "", "preset: gpt2, gpt2-medium, gpt2-large, gpt2-xl; with --arch bert: bert-tiny, bert-mini, bert-small, bert-base (default: a small custom model)")
 	fs.IntVar(&m.nLayer, "n-layer", defaultLayers, "transformer layers")
 	fs.IntVar(&m.nHead, "n-head", defaultHeads, "attention heads")
 	fs.IntVar(&m.nEmbd, "n-embd", defaultChannels, "embedding width (a multiple of --n-head)")
@@ -45,6 +48,31 @@ func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&m.padTo, "pad-vocab", 0, "round the vocabulary up to a multiple of this (e.g. 64 or 128; padded logits are masked out of the loss)")
 	fs.BoolVar(&m.noPosEmb, "no-pos-emb", false, "ablation: no learned position embeddings")
 	fs.StringVar(&m.init, "init", "", "start from pretrained weights, which fix the architecture: "+train.InitHelp)
+}
+
+// registerArch adds the model-family flags (train only: bench and profile time GPT-2).
+func (m *modelFlags) registerArch(fs *flag.FlagSet) {
+	fs.StringVar(&m.arch, "arch", "gpt2", "model family: gpt2 (decoder, next-token prediction) or bert (encoder, masked-language modelling; the data needs --bert-specials or a wordpiece vocab)")
+	fs.BoolVar(&m.preLN, "pre-ln", false, "bert: LayerNorm before attention and MLP (GPT-2's order) instead of BERT's post-LN")
+	fs.BoolVar(&m.geluTanh, "gelu-tanh", false, "bert: GELU's tanh approximation instead of BERT's exact erf")
+	fs.IntVar(&m.typeVocab, "type-vocab-size", 2, "bert: token types (segment embeddings; 0 = none)")
+}
+
+// encoder returns a BERT run's encoder options, or nil for GPT-2 (an error if encoder flags were
+// given without --arch bert).
+func (m *modelFlags) encoder(set map[string]bool) (*train.EncoderOptions, error) {
+	if m.arch != "bert" {
+		for _, name := range []string{"pre-ln", "gelu-tanh", "type-vocab-size"} {
+			if set[name] {
+				return nil, fmt.Errorf("--%s is a BERT option; add --arch bert", name)
+			}
+		}
+		return nil, nil
+	}
+	if m.typeVocab < 0 {
+		return nil, fmt.Errorf("--type-vocab-size must be >= 0, got %d", m.typeVocab)
+	}
+	return &train.EncoderOptions{TypeVocabSize: m.typeVocab, PreLN: m.preLN, TanhGELU: m.geluTanh}, nil
 }
 
 // build returns the model config the flags describe; dataVocab is the data's vocabulary size
@@ -75,6 +103,13 @@ func (m *modelFlags) build(set map[string]bool, dataVocab int) (gpt.Config, erro
 		}
 		c.NoPositionalEmbs = m.noPosEmb
 		return c, nil
+	case m.preset != "" && m.arch == "bert":
+		c, err := bert.Preset(m.preset)
+		if err != nil {
+			return cfg, err
+		}
+		// The sizes of the preset, the vocabulary of the data (below).
+		cfg = gpt.Config{NumLayers: c.NumLayers, NumHeads: c.NumHeads, Channels: c.Channels, BlockSize: m.blockSize, VocabSize: dataVocab}
 	case m.preset != "":
 		c, err := gpt.Preset(m.preset)
 		if err != nil {
@@ -170,6 +205,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fs.BoolVar(&tensorBoard, "tensorboard", true, "also write the log's numbers and the samples as TensorBoard events in the run directory")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (go tool pprof)")
 	mf.register(fs)
+	mf.registerArch(fs)
 	trainFlags(fs, &cfg)
 	dev.register(fs)
 	df.register(fs)
@@ -261,6 +297,13 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		if cfg.Model, err = mf.build(set, dataVocab); err != nil {
 			return err
 		}
+		if cfg.Encoder, err = mf.encoder(set); err != nil {
+			return err
+		}
+		cfg.Arch = mf.arch
+		if cfg.Arch == "gpt2" {
+			cfg.Arch = "" // runs before --arch existed read the same
+		}
 		if !set["seq-len"] && cfg.SeqLen > cfg.Model.BlockSize {
 			cfg.SeqLen = cfg.Model.BlockSize
 		}
@@ -274,6 +317,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		opts.RunDir, opts.Force = out, force
 	}
 	cfg.Precision = dev.precision // used unless resuming without --precision (then the run's own)
+	if mf.arch == "bert" && !set["precision"] && cfg.ModelPrecision().Mixed() {
+		// The GPU's 16-bit default is GPT-2's; the encoder trains with fp32 storage so far
+		// (TF32 matmuls where --tf32 allows them).
+		fmt.Fprintf(stderr, "note: --arch bert trains with fp32 weights and activations (not the GPU's default %s)\n", cfg.Precision)
+		cfg.Precision = "fp32"
+	}
 	opts.Backend, opts.Config = be, cfg
 	opts.Comm, opts.Zero = df.comm, df.zero == 1
 	stop, err := startCPUProfile(cpuProfile)
@@ -289,9 +338,16 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if !math.IsNaN(float64(sum.LastValLoss)) {
 		val = fmt.Sprintf("%.4f", sum.LastValLoss)
 	}
+	if !math.IsNaN(sum.LastValAcc) {
+		val += fmt.Sprintf(", val masked-token accuracy %.4f", sum.LastValAcc)
+	}
 	fmt.Fprintf(stdout, "done: %d steps, train loss %.4f, val loss %s, %.1f ms/step; checkpoint %s\n",
 		sum.Steps, sum.LastLoss, val, sum.MsPerStep, sum.Checkpoint)
-	fmt.Fprintf(stdout, "next: gpt2go sample --ckpt %s   |   gpt2go train --resume %s --steps N\n", opts.RunDir, opts.RunDir)
+	use := "sample --ckpt " + opts.RunDir
+	if mf.arch == "bert" || (resume != "" && sum.Arch == "bert") {
+		use = fmt.Sprintf("fill --ckpt %s --text \"...[MASK]...\"", opts.RunDir)
+	}
+	fmt.Fprintf(stdout, "next: gpt2go %s   |   gpt2go train --resume %s --steps N\n", use, opts.RunDir)
 	return nil
 }
 

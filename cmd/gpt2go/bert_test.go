@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// preparedBERT is prepared's corpus in bytes with BERT's [PAD] [CLS] [SEP] [MASK] after them.
+func preparedBERT(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "corpus.txt")
+	os.WriteFile(src, []byte(textCorpus()), 0o644)
+	out := filepath.Join(dir, "data")
+	mustRun(t, "prepare", "--input", src, "--out", out, "--tokenizer", "byte", "--bert-specials")
+	return out
+}
+
+func bertArgs(dataDir, out string, extra ...string) []string {
+	args := []string{"train", "--arch", "bert", "--data", dataDir, "--out", out, "--n-layer", "2", "--n-head", "2",
+		"--n-embd", "32", "--block-size", "32", "--seq-len", "32", "--batch-size", "4", "--steps", "12", "--warmup", "2",
+		"--lr", "1e-3", "--eval-every", "6", "--eval-batches", "3", "--ckpt-every", "4", "--log-every", "4",
+		"--threads", "1", "--tensorboard=false", "--dist-timeout", "20s"}
+	return append(args, extra...)
+}
+
+// A BERT run logs the MLM loss and masked-token accuracy (train and val), learns, records the
+// encoder and its special tokens in run.json, and resumes bit for bit, masks included.
+func TestBERTTrainResume(t *testing.T) {
+	dataDir := preparedBERT(t)
+	whole := filepath.Join(t.TempDir(), "whole")
+	out := mustRun(t, bertArgs(dataDir, whole, "--pre-ln", "--lr", "3e-3")...)
+	for _, want := range []string{"model: BERT encoder (pre-LN, erf GELU, 2 token types", "| acc 0.", "| val acc 0.", "val masked-token accuracy", "next: gpt2go fill --ckpt"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+	run, err := os.ReadFile(filepath.Join(whole, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"arch": "bert"`, `"pre_ln": true`, `"cls": 258`, `"mask": 260`} {
+		if !strings.Contains(string(run), want) {
+			t.Fatalf("run.json lacks %s:\n%s", want, run)
+		}
+	}
+	losses := readLosses(t, whole)
+	if !(losses[12] < losses[1]-0.5) {
+		t.Fatalf("MLM loss %v at step 1, %v at step 12: not learning", losses[1], losses[12])
+	}
+	// fill: the top-k tokens of each [MASK], most likely first, and the text with them in place.
+	fill := mustRun(t, "fill", "--ckpt", whole, "--text", "\tfmt.Pr[MASK]ntln(x)\n", "--top-k", "3", "--threads", "1")
+	lines := strings.Split(strings.TrimSpace(fill), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "[MASK] 1 of 1 (token 8): ") || strings.Count(lines[1], " | ") != 2 || !strings.HasPrefix(lines[2], "filled: \tfmt.Pr") {
+		t.Fatalf("fill printed:\n%s", fill)
+	}
+	var p [3]float64
+	var tok [3]string
+	if n, _ := fmt.Sscanf(strings.TrimPrefix(lines[1], "[MASK] 1 of 1 (token 8): "), "%q %f | %q %f | %q %f", &tok[0], &p[0], &tok[1], &p[1], &tok[2], &p[2]); n != 6 || !(p[0] >= p[1] && p[1] >= p[2] && p[2] > 0 && p[0]+p[1]+p[2] <= 1) {
+		t.Fatalf("fill's candidates are not in order of probability: %s", lines[1])
+	}
+	mustFail(t, "has no [MASK]", "fill", "--ckpt", whole, "--text", "no mask here")
+	mustFail(t, "is a BERT encoder", "sample", "--ckpt", whole)
+	mustFail(t, "the model reads at most 32", "fill", "--ckpt", whole, "--text", strings.Repeat("long ", 10)+"[MASK]")
+
+	parted := filepath.Join(t.TempDir(), "parted")
+	mustRun(t, bertArgs(dataDir, parted, "--pre-ln", "--lr", "3e-3", "--stop-at", "6")...)
+	mustRun(t, "train", "--resume", parted, "--threads", "1")
+	sameRun(t, whole, parted, 12)
+}
+
+// Data-parallel BERT: 2 ranks give the bits of one process with --grad-accum 2 (the masks are
+// seeded by the global micro-batch index), with DDP and ZeRO-1.
+func TestBERTDataParallelMatchesGradAccum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns mpirun")
+	}
+	dataDir := preparedBERT(t)
+	one := filepath.Join(t.TempDir(), "one")
+	mustRun(t, bertArgs(dataDir, one, "--grad-accum", "2")...)
+	for _, zero := range []string{"0", "1"} {
+		t.Run("zero="+zero, func(t *testing.T) {
+			two := filepath.Join(t.TempDir(), "two")
+			out, err := mpirunGpt2go(t, 2, 2*time.Minute, "", bertArgs(dataDir, two, "--zero", zero)...)
+			if err != nil {
+				t.Fatalf("mpirun: %v\n%s", err, out)
+			}
+			sameRun(t, one, two, 12)
+		})
+	}
+}
+
+func TestBERTTrainErrors(t *testing.T) {
+	plain := prepared(t) // bytes without BERT's special tokens
+	bertData := preparedBERT(t)
+	dir := t.TempDir()
+	mustFail(t, "prepare it with --bert-specials", bertArgs(plain, filepath.Join(dir, "a"))...)
+	mustFail(t, "--pre-ln is a BERT option; add --arch bert", trainArgs(plain, filepath.Join(dir, "b"), "--pre-ln")...)
+	mustFail(t, "--arch bert trains in fp32 or tf32 so far", bertArgs(bertData, filepath.Join(dir, "c"), "--precision", "bf16")...)
+	mustFail(t, `unknown --arch "t5"`, bertArgs(bertData, filepath.Join(dir, "d"), "--arch", "t5")...)
+	mustFail(t, "too short for BERT", bertArgs(bertData, filepath.Join(dir, "e"), "--seq-len", "2")...)
+	gptRun := filepath.Join(dir, "gpt")
+	mustRun(t, trainArgs(plain, gptRun, "--steps", "1", "--sample-tokens", "0")...)
+	mustFail(t, "is a GPT-2 model", "fill", "--ckpt", gptRun, "--text", "a [MASK]")
+	mustFail(t, `unknown model "bert-huge"`, bertArgs(bertData, filepath.Join(dir, "f"), "--model", "bert-huge")...)
+}

@@ -1,0 +1,223 @@
+package train
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gpt2go/gpt2go/bert"
+	"github.com/gpt2go/gpt2go/data"
+	"github.com/gpt2go/gpt2go/gpt"
+	"github.com/gpt2go/gpt2go/tokenizer"
+)
+
+// A task is what the trainer asks of a model family: GPT-2's next-token prediction (gptTask) or
+// BERT's masked-language modelling (bertTask). The loop, AdamW, clipping, accumulation, data
+// parallelism, checkpoints and logs are the trainer's and the same for both; a task reads and
+// runs one micro-batch and scores validation batches.
+type task interface {
+	// weights is the model's trainable state (parameters, gradients, moments, layout).
+	weights() *gpt.Trainable
+	// init fills the parameters with the family's initialisation from seed.
+	init(seed uint64)
+	// forward reads the next micro-batch from l, runs the model on it and returns its mean loss.
+	// step (0-based) and micro (the micro-batch's index among the step's W*A) seed BERT's
+	// masking, so that any split over ranks masks as one process does.
+	forward(l *data.Loader, step, micro int) (float32, error)
+	// backward adds the last forward's gradient times lossScale to the gradients: in place for a
+	// step's first micro-batch, apart and then added (gpt.Parallel.SeparateAccum) for the others.
+	backward(lossScale float32, first bool) error
+	// figures is how many numbers forward and evalBatch report per batch: the loss first, then
+	// (BERT) the masked positions predicted correctly and the masked positions.
+	figures() int
+	// counts writes the last forward's numbers after the loss into dst (len figures()-1).
+	counts(dst []float32)
+	// evalBatch runs validation batch i, the loader's next, writing figures() numbers into dst.
+	evalBatch(l *data.Loader, i int, dst []float32) error
+	// flopsPerToken is the training FLOPs per token at sequence length T.
+	flopsPerToken(T int) float64
+}
+
+// newTask builds the model of cfg (with the layout par) and its task.
+func (t *Trainer) newTask(par gpt.Parallel) (task, error) {
+	cfg := t.cfg
+	if !cfg.IsBERT() {
+		m, err := gpt.NewParallel(t.be, cfg.Model, cfg.BatchSize, cfg.SeqLen, cfg.ModelPrecision(), par)
+		if err != nil {
+			return nil, err
+		}
+		t.model = m
+		return &gptTask{m: m, B: cfg.BatchSize, T: cfg.SeqLen,
+			inputs: make([]int32, cfg.BatchSize*cfg.SeqLen), targets: make([]int32, cfg.BatchSize*cfg.SeqLen)}, nil
+	}
+	specials := tokenizer.NoSpecials
+	if cfg.Tokenizer != nil && cfg.Tokenizer.Specials != nil {
+		specials = *cfg.Tokenizer.Specials
+	}
+	m, err := bert.NewParallel(t.be, cfg.BERT(), cfg.BatchSize, cfg.SeqLen, par)
+	if err != nil {
+		return nil, err
+	}
+	return newBERTTask(m, specials, cfg.Seed, cfg.BatchSize, cfg.SeqLen)
+}
+
+// gptTask trains GPT-2 on next-token prediction over the loader's windows of T+1 tokens.
+type gptTask struct {
+	m               *gpt.Model
+	B, T            int
+	inputs, targets []int32
+}
+
+func (g *gptTask) weights() *gpt.Trainable { return g.m.Weights() }
+func (g *gptTask) init(seed uint64)        { g.m.InitGPT2(seed) }
+func (g *gptTask) figures() int            { return 1 }
+func (g *gptTask) counts([]float32)        {}
+func (g *gptTask) flopsPerToken(T int) float64 {
+	return g.m.Config.FlopsPerToken(T)
+}
+
+func (g *gptTask) forward(l *data.Loader, _, _ int) (float32, error) {
+	if err := l.Next(g.inputs, g.targets); err != nil {
+		return 0, err
+	}
+	return g.m.Forward(g.inputs, g.targets, g.B, g.T)
+}
+
+func (g *gptTask) backward(lossScale float32, first bool) error {
+	if first {
+		return g.m.Backward(lossScale)
+	}
+	return g.m.BackwardAccumulate(lossScale)
+}
+
+func (g *gptTask) evalBatch(l *data.Loader, _ int, dst []float32) error {
+	loss, err := g.forward(l, 0, 0)
+	dst[0] = loss
+	return err
+}
+
+// bertTask trains a BERT encoder on masked-language modelling: each sequence is [CLS], T-2
+// tokens of the stream (a loader row), [SEP]; the Masker chooses and replaces 15% of the
+// others, seeded by (seed, step, micro-batch) for training and by (seed', 0, batch) for
+// validation, so every evaluation masks the same positions.
+type bertTask struct {
+	m                       *bert.Model
+	mask, valMask           *bert.Masker
+	B, T                    int
+	rows, next              []int32 // the loader's B rows of T-2 tokens and its (unused) targets
+	tokens, inputs, targets []int32 // (B,T): the windows, the masked inputs, the targets
+}
+
+// valMaskSeed separates validation's masks from training's.
+const valMaskSeed = 0x76616c5f6d61736b
+
+func newBERTTask(m *bert.Model, specials tokenizer.Specials, seed uint64, B, T int) (*bertTask, error) {
+	if T < 3 {
+		return nil, fmt.Errorf("--seq-len %d is too short for BERT: a sequence is [CLS], at least one token, [SEP]", T)
+	}
+	V := m.Config.VocabSize
+	mask, err := bert.NewMasker(specials, V, seed)
+	if err != nil {
+		return nil, err
+	}
+	valMask, err := bert.NewMasker(specials, V, seed^valMaskSeed)
+	if err != nil {
+		return nil, err
+	}
+	n := B * (T - 2)
+	return &bertTask{m: m, mask: mask, valMask: valMask, B: B, T: T,
+		rows: make([]int32, n), next: make([]int32, n),
+		tokens: make([]int32, B*T), inputs: make([]int32, B*T), targets: make([]int32, B*T)}, nil
+}
+
+func (b *bertTask) weights() *gpt.Trainable { return b.m.Weights() }
+func (b *bertTask) init(seed uint64)        { b.m.Init(seed) }
+func (b *bertTask) figures() int            { return 3 }
+func (b *bertTask) flopsPerToken(T int) float64 {
+	return b.m.Config.FlopsPerToken(T, b.mask.Rate)
+}
+
+func (b *bertTask) counts(dst []float32) {
+	correct, masked := b.m.MaskedAccuracy()
+	dst[0], dst[1] = float32(correct), float32(masked)
+}
+
+// run reads the loader's next B rows, frames and masks them with mk for (step, micro), and runs
+// the model.
+func (b *bertTask) run(l *data.Loader, mk *bert.Masker, step, micro int) (float32, error) {
+	if err := l.Next(b.rows, b.next); err != nil {
+		return 0, err
+	}
+	n := b.T - 2
+	for r := range b.B {
+		mk.Window(b.tokens[r*b.T:(r+1)*b.T], b.rows[r*n:])
+	}
+	if err := mk.Mask(b.inputs, b.targets, b.tokens, b.B, b.T, step, micro); err != nil {
+		return 0, err
+	}
+	return b.m.Forward(b.inputs, b.targets, b.B, b.T)
+}
+
+func (b *bertTask) forward(l *data.Loader, step, micro int) (float32, error) {
+	return b.run(l, b.mask, step, micro)
+}
+
+func (b *bertTask) backward(lossScale float32, first bool) error {
+	if first {
+		return b.m.Backward(lossScale)
+	}
+	return b.m.BackwardAccumulate(lossScale)
+}
+
+func (b *bertTask) evalBatch(l *data.Loader, i int, dst []float32) error {
+	loss, err := b.run(l, b.valMask, 0, i)
+	if err != nil {
+		return err
+	}
+	dst[0] = loss
+	b.counts(dst[1:])
+	return nil
+}
+
+// nan marks a metric a task does not have.
+var nan = math.NaN()
+
+// rowLen is the length of the loader's rows: a GPT-2 sequence is a row, a BERT one is [CLS], a
+// row, [SEP].
+func (c Config) rowLen() int {
+	if c.IsBERT() {
+		return c.SeqLen - 2
+	}
+	return c.SeqLen
+}
+
+// evalFigures runs the loader's next len(dst)/k validation batches (k = tk.figures()), batch j
+// as batch first+j, writing each one's figures into dst.
+func evalFigures(tk task, l *data.Loader, first int, dst []float32) error {
+	k := tk.figures()
+	for j := 0; j < len(dst)/k; j++ {
+		if err := tk.evalBatch(l, first+j, dst[j*k:(j+1)*k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// batchMetrics turns the figures of batches (k per batch, in batch order) into the mean loss and,
+// with masked counts (BERT), the masked-token accuracy (NaN without). BERT's mean weighs each
+// batch's mean by its masked positions: the mean over all of them. Sums are float64 in order,
+// as one process makes them.
+func batchMetrics(figs []float32, k int) (loss, acc float64) {
+	if k == 1 {
+		return meanInOrder(figs), nan
+	}
+	var sum, correct, masked float64
+	for i := 0; i+k <= len(figs); i += k {
+		sum += float64(figs[i]) * float64(figs[i+2])
+		correct += float64(figs[i+1])
+		masked += float64(figs[i+2])
+	}
+	if masked == 0 {
+		return 0, nan
+	}
+	return sum / masked, correct / masked
+}
