@@ -240,6 +240,12 @@ func summarize(cfg map[string]any, log *viz.Log) []KV {
 		_, v, _ := last(s)
 		out = append(out, KV{"last val loss", fmt.Sprintf("%.4f", v)}, KV{"best val loss", fmt.Sprintf("%.4f (step %.0f)", best, s.Steps[i])})
 	}
+	if s := m["val_acc"]; s != nil && len(s.Values) > 0 { // BERT
+		best := slices.Max(s.Values)
+		i := slices.Index(s.Values, best)
+		_, v, _ := last(s)
+		out = append(out, KV{"last val masked-token accuracy", fmt.Sprintf("%.4f", v)}, KV{"best val masked-token accuracy", fmt.Sprintf("%.4f (step %.0f)", best, s.Steps[i])})
+	}
 	if v, ok := mean(m["tok_s"], true); ok {
 		out = append(out, KV{"mean throughput", fmt.Sprintf("%.0f tok/s", v)})
 	}
@@ -314,10 +320,12 @@ var chartSpecs = []struct {
 	id, title string
 	panels    []string
 	logY      bool
+	optional  bool // drawn only when logged (no "nothing logged yet" note)
 }{
-	{"chart-loss", "Loss (train and validation)", []string{"loss"}, false},
-	{"chart-lr", "Learning rate and gradient norm", []string{"lr", "grad_norm"}, false},
-	{"chart-throughput", "Throughput", []string{"tok_s", "ms"}, false},
+	{"chart-loss", "Loss (train and validation)", []string{"loss"}, false, false},
+	{"chart-acc", "Masked-token accuracy (train and validation)", []string{"acc"}, false, true},
+	{"chart-lr", "Learning rate and gradient norm", []string{"lr", "grad_norm"}, false, false},
+	{"chart-throughput", "Throughput", []string{"tok_s", "ms"}, false, false},
 }
 
 func (p *Page) addCharts(log *viz.Log) error {
@@ -333,7 +341,9 @@ func (p *Page) addCharts(log *viz.Log) error {
 			}
 		}
 		if len(panels) == 0 {
-			p.Notes = append(p.Notes, spec.title+": nothing logged yet.")
+			if !spec.optional {
+				p.Notes = append(p.Notes, spec.title+": nothing logged yet.")
+			}
 			continue
 		}
 		height := 1.45 * vg.Inch // per panel below the first, which is twice as tall

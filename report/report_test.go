@@ -72,3 +72,33 @@ func TestBuildRejectsNonRunDir(t *testing.T) {
 		t.Fatalf("want a not-a-run-directory error, got %v", err)
 	}
 }
+
+// A BERT run's report gives its masked-token accuracy a summary line and a chart of its own.
+func TestBuildBERTRun(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "run.json", `{"arch": "bert", "steps": 3, "model": {"n_layer": 2}}`)
+	write(t, dir, "log.jsonl", `{"step":1,"loss":3.0,"acc":0.1,"lr":0.001,"grad_norm":1,"ms":10,"tok_s":100}
+{"step":2,"loss":2.5,"acc":0.2,"lr":0.001,"grad_norm":1,"ms":20,"tok_s":50}
+{"step":2,"val_loss":2.6,"val_acc":0.25}
+{"step":3,"loss":2.4,"acc":0.3,"lr":0.001,"grad_norm":1,"ms":20,"tok_s":50}
+{"step":3,"val_loss":2.7,"val_acc":0.2}
+`)
+	p, err := Build(Options{RunDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range p.Summary {
+		got[kv.Key] = kv.Value
+	}
+	if got["last val masked-token accuracy"] != "0.2000" || got["best val masked-token accuracy"] != "0.2500 (step 2)" {
+		t.Errorf("summary = %+v", p.Summary)
+	}
+	var html bytes.Buffer
+	if err := p.Render(&html); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Charts) != 4 || !strings.Contains(html.String(), `id="chart-acc"`) || !strings.Contains(html.String(), "Masked-token accuracy") {
+		t.Errorf("%d charts; the accuracy chart is missing", len(p.Charts))
+	}
+}

@@ -15,9 +15,12 @@ var tensorBoardTags = map[string]string{
 	"lr":        "train/lr",
 	"grad_norm": "train/grad_norm",
 	"val_loss":  "val/loss",
-	"tok_s":     "perf/tok_per_s",
-	"mfu":       "perf/mfu",
-	"ms":        "perf/ms_per_step",
+	// BERT's masked-token accuracy, train and val.
+	"acc":     "train/masked_acc",
+	"val_acc": "val/masked_acc",
+	"tok_s":   "perf/tok_per_s",
+	"mfu":     "perf/mfu",
+	"ms":      "perf/ms_per_step",
 	// With mixed precision the trainer logs its dynamic loss scale as "loss_scale" in the step's
 	// entry; it then appears here with no further change.
 	"loss_scale": "train/loss_scale",

@@ -128,8 +128,15 @@ type CurvesOptions struct {
 // yLabels name the common quantities on their axes.
 var yLabels = map[string]string{
 	"loss": "loss", "val_loss": "validation loss", "lr": "learning rate", "grad_norm": "gradient norm",
-	"ms": "step time (ms)", "tok_s": "tokens/s",
+	"ms": "step time (ms)", "tok_s": "tokens/s", "acc": "masked-token accuracy", "val_acc": "val masked-token accuracy",
 }
+
+// pairedPanels draw a training quantity with its validation counterpart: the loss, and BERT's
+// masked-token accuracy.
+var pairedPanels = map[string]string{"loss": "val_loss", "acc": "val_acc"}
+
+// isValKey says whether key is a validation quantity (drawn dashed with dots, never smoothed).
+func isValKey(key string) bool { return key == "val_loss" || key == "val_acc" }
 
 // Curves draws the logged quantities of one or more runs against the step, one panel per
 // CurvesOptions.Panels entry, runs overlaid in distinct colours with a legend naming them.
@@ -209,8 +216,8 @@ func Curves(logs []*Log, opt CurvesOptions) (*Figure, error) {
 // curvePanel draws one quantity (or, for "loss", train and validation loss) for every run.
 func curvePanel(logs []*Log, panel string, opt CurvesOptions) (*plot.Plot, error) {
 	keys := []string{panel}
-	if panel == "loss" {
-		keys = []string{"loss", "val_loss"}
+	if val, ok := pairedPanels[panel]; ok {
+		keys = []string{panel, val}
 	}
 	p := newPlot(10)
 	p.Y.Label.Text = yLabels[panel]
@@ -247,7 +254,7 @@ func curvePanel(logs []*Log, panel string, opt CurvesOptions) (*plot.Plot, error
 			}
 			name := curveName(l.Name, key, len(logs), len(keys))
 			switch {
-			case key == "val_loss":
+			case isValKey(key):
 				line, dots, err := plotter.NewLinePoints(pts)
 				if err != nil {
 					return nil, err
@@ -298,7 +305,7 @@ func curvePanel(logs []*Log, panel string, opt CurvesOptions) (*plot.Plot, error
 func curveName(run, key string, runs, keys int) string {
 	part := ""
 	if keys > 1 {
-		part = map[string]string{"loss": "train", "val_loss": "val"}[key]
+		part = map[string]string{"loss": "train", "val_loss": "val", "acc": "train", "val_acc": "val"}[key]
 	}
 	switch {
 	case runs > 1 && part != "":
