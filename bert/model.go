@@ -667,3 +667,23 @@ func (m *Model) LogitsRow(dst []float32, b, t int) error {
 	m.be.Download(dst, m.be.View(m.a.logits, (b*m.T+t)*m.Config.PaddedVocabSize, len(dst)))
 	return nil
 }
+
+// Attention runs the encoder on one sequence of tokens (without targets) and computes, on the
+// host from layer's qkv activation, each head's bidirectional softmax(q.k/sqrt(HS)) over all T
+// keys, in float64. The model must have been planned for sequences of at least len(tokens).
+func (m *Model) Attention(tokens []int32, layer int) (*gpt.AttentionMap, error) {
+	c := m.Config
+	if layer < 0 || layer >= c.NumLayers {
+		return nil, fmt.Errorf("layer %d does not exist; the model has layers 0..%d", layer, c.NumLayers-1)
+	}
+	T := len(tokens)
+	if T == 0 {
+		return nil, fmt.Errorf("attention: no tokens")
+	}
+	if _, err := m.Forward(tokens, nil, 1, T); err != nil {
+		return nil, err
+	}
+	qkv := make([]float32, T*3*c.Channels)
+	m.be.Download(qkv, m.be.View(m.a.qkv[layer], 0, len(qkv)))
+	return &gpt.AttentionMap{Layer: layer, NumHeads: c.NumHeads, T: T, Probs: gpt.AttentionProbs(qkv, T, c.Channels, c.NumHeads, false)}, nil
+}

@@ -32,18 +32,29 @@ func (m *Model) Attention(tokens []int32, layer int) (*AttentionMap, error) {
 	if _, err := m.Forward(tokens, nil, 1, T); err != nil {
 		return nil, err
 	}
-	C, NH := c.Channels, c.NumHeads
-	HS := C / NH
-	qkv := make([]float32, T*3*C) // (T, 3C): q, k, v side by side, each NH heads of HS
+	C := c.Channels
+	qkv := make([]float32, T*3*C)
 	m.be.Download(qkv, m.cur.qkv[layer])
+	return &AttentionMap{Layer: layer, NumHeads: c.NumHeads, T: T, Probs: AttentionProbs(qkv, T, C, c.NumHeads, true)}, nil
+}
+
+// AttentionProbs computes on the host, in float64, each head's softmax(q.k/sqrt(HS)) from one
+// sequence's qkv activation (T, 3C): q, k, v side by side, each NH heads of HS = C/NH channels.
+// It returns (NH,T,T) probabilities; with causal, keys after the query get 0.
+func AttentionProbs(qkv []float32, T, C, NH int, causal bool) []float64 {
+	HS := C / NH
 	scale := 1 / math.Sqrt(float64(HS))
 	probs := make([]float64, NH*T*T)
 	for h := range NH {
 		for t := range T {
 			q := qkv[t*3*C+h*HS : t*3*C+(h+1)*HS]
 			row := probs[(h*T+t)*T : (h*T+t+1)*T]
+			keys := T
+			if causal {
+				keys = t + 1
+			}
 			maxScore := math.Inf(-1)
-			for t2 := 0; t2 <= t; t2++ {
+			for t2 := range keys {
 				k := qkv[t2*3*C+C+h*HS : t2*3*C+C+(h+1)*HS]
 				var dot float64
 				for i := range HS {
@@ -53,14 +64,14 @@ func (m *Model) Attention(tokens []int32, layer int) (*AttentionMap, error) {
 				maxScore = math.Max(maxScore, row[t2])
 			}
 			var sum float64
-			for t2 := 0; t2 <= t; t2++ {
+			for t2 := range keys {
 				row[t2] = math.Exp(row[t2] - maxScore)
 				sum += row[t2]
 			}
-			for t2 := 0; t2 <= t; t2++ {
+			for t2 := range keys {
 				row[t2] /= sum
 			}
 		}
 	}
-	return &AttentionMap{Layer: layer, NumHeads: NH, T: T, Probs: probs}, nil
+	return probs
 }

@@ -32,21 +32,35 @@ type Loaded struct {
 // LoadWeights reads GPT-2 weights from path: a run directory (its newest good checkpoint), a
 // gpt2go checkpoint file, or an llm.c model file (recognised by its magic number).
 func LoadWeights(path string) (*Loaded, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("load model: %w", err)
-	}
-	if !st.IsDir() && isLLMC(path) {
-		return LoadLLMC(path)
-	}
-	ck, run, src, err := loadRun(path, st.IsDir())
+	l, enc, err := LoadModel(path)
 	if err != nil {
 		return nil, err
 	}
-	if run.IsBERT() {
-		return nil, fmt.Errorf("%s is a BERT encoder (masked-language model), which predicts masked tokens rather than the next one; use gpt2go fill --ckpt %s --text \"... [MASK] ...\"", src, path)
+	if enc != nil {
+		return nil, fmt.Errorf("%s is a BERT encoder (masked-language model), which predicts masked tokens rather than the next one; use gpt2go fill --ckpt %s --text \"... [MASK] ...\"", enc.Source, path)
 	}
-	return &Loaded{Config: run.Model, Params: ck.Params, Run: run, Step: ck.Step, Source: src}, nil
+	return l, nil
+}
+
+// LoadModel reads the model at path, of either family: a GPT-2 (as LoadWeights) or a BERT
+// encoder (as LoadBERT); exactly one of the two results is not nil.
+func LoadModel(path string) (*Loaded, *LoadedBERT, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load model: %w", err)
+	}
+	if !st.IsDir() && isLLMC(path) {
+		l, err := LoadLLMC(path)
+		return l, nil, err
+	}
+	ck, run, src, err := loadRun(path, st.IsDir())
+	if err != nil {
+		return nil, nil, err
+	}
+	if run.IsBERT() {
+		return nil, &LoadedBERT{Config: run.BERT(), Params: ck.Params, Run: run, Step: ck.Step, Source: src}, nil
+	}
+	return &Loaded{Config: run.Model, Params: ck.Params, Run: run, Step: ck.Step, Source: src}, nil, nil
 }
 
 // LoadedBERT is a BERT encoder read from a run directory or checkpoint.
@@ -61,21 +75,14 @@ type LoadedBERT struct {
 // LoadBERT reads a BERT run's weights from path: a run directory (its newest good checkpoint) or
 // a checkpoint file.
 func LoadBERT(path string) (*LoadedBERT, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("load model: %w", err)
-	}
-	if !st.IsDir() && isLLMC(path) {
-		return nil, fmt.Errorf("%s is an llm.c GPT-2 model file; this needs a BERT checkpoint (train one with --arch bert)", path)
-	}
-	ck, run, src, err := loadRun(path, st.IsDir())
+	l, enc, err := LoadModel(path)
 	if err != nil {
 		return nil, err
 	}
-	if !run.IsBERT() {
-		return nil, fmt.Errorf("%s is a GPT-2 model, which predicts the next token, not masked ones; use gpt2go sample --ckpt %s, or train an encoder with --arch bert", src, path)
+	if l != nil {
+		return nil, fmt.Errorf("%s is a GPT-2 model, which predicts the next token, not masked ones; use gpt2go sample --ckpt %s, or train an encoder with --arch bert", l.Source, path)
 	}
-	return &LoadedBERT{Config: run.BERT(), Params: ck.Params, Run: run, Step: ck.Step, Source: src}, nil
+	return enc, nil
 }
 
 // loadRun reads a gpt2go checkpoint (a run directory's newest good one, or a file) and its run

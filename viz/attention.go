@@ -30,6 +30,9 @@ type AttentionOptions struct {
 	Panels    []AttentionPanel
 	Cols      int       // panels per row (default: all in one row)
 	PanelSize vg.Length // side of one panel including its axes (default 3 inches)
+	// Bidirectional draws every key of every row (an encoder's attention); by default the keys
+	// after the query are the causal mask's, drawn grey.
+	Bidirectional bool
 }
 
 // TokenLabel makes a decoded token readable as an axis label: spaces become "·", newlines,
@@ -84,8 +87,9 @@ var maskedColor = color.Gray{Y: 232}
 
 // attnGrid adapts a (T,T) map to plotter.GridXYZ with query 0 at the top row.
 type attnGrid struct {
-	probs []float64
-	T     int
+	probs  []float64
+	T      int
+	causal bool
 }
 
 func (g attnGrid) Dims() (c, r int) { return g.T, g.T }
@@ -93,7 +97,7 @@ func (g attnGrid) X(c int) float64  { return float64(c) }
 func (g attnGrid) Y(r int) float64  { return float64(r) }
 func (g attnGrid) query(r int) int  { return g.T - 1 - r }
 func (g attnGrid) Z(c, r int) float64 {
-	if c > g.query(r) {
+	if g.causal && c > g.query(r) {
 		return math.NaN()
 	}
 	return g.probs[g.query(r)*g.T+c]
@@ -135,7 +139,7 @@ func Attention(opt AttentionOptions) (*Figure, error) {
 			p.Title.Text = panel.Title
 		}
 		p.Title.TextStyle.Font.Size = 9
-		grid := attnGrid{probs: panel.Probs, T: T}
+		grid := attnGrid{probs: panel.Probs, T: T, causal: !opt.Bidirectional}
 		hm := plotter.NewHeatMap(grid, pal)
 		hm.Min, hm.Max, hm.NaN = 0, 1, maskedColor
 		p.Add(hm)

@@ -71,6 +71,32 @@ func TestAttentionPNG(t *testing.T) {
 	}
 }
 
+// An encoder's map is drawn whole: its upper triangle is data, not the causal mask's grey.
+func TestAttentionBidirectionalPNG(t *testing.T) {
+	T := 12
+	tokens := make([]string, T)
+	full := make([]float64, T*T)
+	for q := range T {
+		tokens[q] = TokenLabel(string(rune('a'+q)), 8)
+		full[q*T+T-1-q] = 1 // the anti-diagonal: each query attends to its mirror position
+	}
+	fig, err := Attention(AttentionOptions{Tokens: tokens, Bidirectional: true, Panels: []AttentionPanel{{Title: "mirror", Probs: full}}})
+	img := renderPNG(t)(fig, err)
+	area := inner(img, 0.1)
+	one, err := attentionColors().At(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (A causal map's grey triangle covers >= T(T-1)/2*16 pixels; a few grey pixels are the
+	// antialiased edges of labels and lines.)
+	if n := countColor(img, area, maskedColor, 2); n > T*(T-1)/2*16/10 {
+		t.Errorf("masked colour covers %d pixels of a bidirectional map", n)
+	}
+	if n := countColor(img, area, one, 8); n < T*16 {
+		t.Errorf("probability-1 colour covers %d pixels, want >= %d (half of them above the diagonal)", n, T*16)
+	}
+}
+
 func TestAttentionErrors(t *testing.T) {
 	if _, err := Attention(AttentionOptions{Tokens: []string{"a", "b"}, Panels: []AttentionPanel{{Probs: make([]float64, 3)}}}); err == nil {
 		t.Error("panel of the wrong size: no error")

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/bert"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/tokenizer"
 	"github.com/gpt2go/gpt2go/train"
@@ -74,11 +75,13 @@ func runAttn(_ context.Context, args []string, stdout, stderr io.Writer) error {
 
 // attentionFigure draws the attention of layer over text for each checkpoint in paths (empty
 // entries are skipped): all heads, or one head when head >= 0. It returns the figure and the
-// number of tokens drawn; notes about truncation go to warn.
+// number of tokens drawn; notes about truncation go to warn. A BERT encoder reads the text as
+// [CLS] text [SEP], as in training, and its maps are drawn whole (bidirectional).
 func attentionFigure(be backend.Backend, lf loadFlags, paths []string, text string, layer, head, maxTokens int, warn io.Writer) (*viz.Figure, int, error) {
 	var maps []attnMap
 	var labels []string
 	var ids []int32
+	encoders := 0
 	for _, path := range paths {
 		if path == "" {
 			continue
@@ -88,47 +91,121 @@ func attentionFigure(be backend.Backend, lf loadFlags, paths []string, text stri
 		if path == lf.init { // the --init weights; --compare is always a checkpoint
 			src.ckpt, src.init = "", path
 		}
-		loaded, err := src.load()
+		am, err := loadAttention(src)
 		if err != nil {
 			return nil, 0, err
 		}
-		tok, err := src.tok(loaded)
+		if am.encoder {
+			encoders++
+		}
+		if encoders != 0 && encoders != len(maps)+1 {
+			return nil, 0, fmt.Errorf("--compare draws two checkpoints of one family; %s and %s are a GPT-2 and a BERT encoder", paths[0], paths[1])
+		}
+		mine, err := encodeText(am.tok, text)
 		if err != nil {
 			return nil, 0, err
 		}
-		mine, err := encodeText(tok, text)
-		if err != nil {
-			return nil, 0, err
+		n := min(maxTokens, am.blockSize)
+		if am.encoder {
+			n -= 2 // [CLS] and [SEP]
+			if n < 1 {
+				return nil, 0, fmt.Errorf("--max-tokens %d leaves no room for text between [CLS] and [SEP]", maxTokens)
+			}
+		}
+		if ids == nil && len(mine) > n {
+			fmt.Fprintf(warn, "the text is %d tokens; drawing the first %d (--max-tokens, block size %d)\n", len(mine), n, am.blockSize)
+		}
+		mine = mine[:min(len(mine), n)]
+		if am.encoder {
+			sp := tokenizer.SpecialsOf(am.tok)
+			mine = append(append([]int32{int32(sp.CLS)}, mine...), int32(sp.SEP))
 		}
 		if ids == nil {
-			if n := min(maxTokens, loaded.Config.BlockSize); len(mine) > n {
-				fmt.Fprintf(warn, "the text is %d tokens; drawing the first %d (--max-tokens, block size %d)\n", len(mine), n, loaded.Config.BlockSize)
-			}
-			ids = mine[:min(len(mine), maxTokens, loaded.Config.BlockSize)]
+			ids = mine
 			for _, id := range ids {
-				labels = append(labels, viz.TokenLabel(tok.Decode([]int{int(id)}), 10))
+				labels = append(labels, viz.TokenLabel(am.tok.Decode([]int{int(id)}), 10))
 			}
-		} else if !slices.Equal(mine[:min(len(mine), len(ids))], ids) {
+		} else if !slices.Equal(mine, ids) {
 			return nil, 0, fmt.Errorf("%s tokenizes the text differently from %s; compare checkpoints of runs with the same tokenizer", path, paths[0])
 		}
-		if len(ids) > loaded.Config.BlockSize {
-			return nil, 0, fmt.Errorf("%s: the text needs %d positions but the model's block size is %d; lower --max-tokens", path, len(ids), loaded.Config.BlockSize)
-		}
-		model, err := loaded.NewModel(be, 1, len(ids))
-		if err != nil {
-			return nil, 0, err
-		}
-		m, err := model.Attention(ids, layer)
+		m, err := am.attention(be, ids, layer)
 		if err != nil {
 			return nil, 0, err
 		}
 		if head >= m.NumHeads {
 			return nil, 0, fmt.Errorf("--head %d does not exist; the model has heads 0..%d", head, m.NumHeads-1)
 		}
-		maps = append(maps, attnMap{label: ckptLabel(loaded), m: m})
+		maps = append(maps, attnMap{label: am.label, m: m})
 	}
-	fig, err := viz.Attention(attnLayout(maps, labels, layer, head))
+	opt := attnLayout(maps, labels, layer, head)
+	opt.Bidirectional = encoders > 0
+	fig, err := viz.Attention(opt)
 	return fig, len(ids), err
+}
+
+// attnSource is a checkpoint of either family, ready to compute attention maps.
+type attnSource struct {
+	label     string
+	tok       tokenizer.Tokenizer
+	blockSize int
+	encoder   bool
+	attention func(be backend.Backend, ids []int32, layer int) (*gpt.AttentionMap, error)
+}
+
+// loadAttention reads the model --ckpt or --init names: a GPT-2 or a BERT encoder (checkpoints
+// only).
+func loadAttention(lf loadFlags) (*attnSource, error) {
+	if lf.ckpt != "" && lf.init == "" {
+		l, enc, err := train.LoadModel(lf.ckpt)
+		if err != nil {
+			return nil, err
+		}
+		if enc != nil {
+			return bertAttention(enc)
+		}
+		return gptAttention(lf, l)
+	}
+	l, err := lf.load()
+	if err != nil {
+		return nil, err
+	}
+	return gptAttention(lf, l)
+}
+
+func gptAttention(lf loadFlags, l *train.Loaded) (*attnSource, error) {
+	tok, err := lf.tok(l)
+	if err != nil {
+		return nil, err
+	}
+	return &attnSource{label: ckptLabel(l.Source, l.Step, l.Run != nil), tok: tok, blockSize: l.Config.BlockSize,
+		attention: func(be backend.Backend, ids []int32, layer int) (*gpt.AttentionMap, error) {
+			model, err := l.NewModel(be, 1, len(ids))
+			if err != nil {
+				return nil, err
+			}
+			return model.Attention(ids, layer)
+		}}, nil
+}
+
+func bertAttention(l *train.LoadedBERT) (*attnSource, error) {
+	if l.Run.Tokenizer == nil {
+		return nil, fmt.Errorf("%s records no tokenizer, so its text cannot be encoded", l.Source)
+	}
+	tok, err := l.Run.Tokenizer.Tokenizer()
+	if err != nil {
+		return nil, err
+	}
+	return &attnSource{label: ckptLabel(l.Source, l.Step, true), tok: tok, blockSize: l.Config.BlockSize, encoder: true,
+		attention: func(be backend.Backend, ids []int32, layer int) (*gpt.AttentionMap, error) {
+			model, err := bert.New(be, l.Config, 1, len(ids))
+			if err != nil {
+				return nil, err
+			}
+			if err := model.SetParams(l.Params); err != nil {
+				return nil, err
+			}
+			return model.Attention(ids, layer)
+		}}, nil
 }
 
 // attnLayout arranges the maps: one checkpoint's heads in a near-square grid; two checkpoints as
@@ -172,18 +249,18 @@ func attnLayout(maps []attnMap, labels []string, layer, head int) viz.AttentionO
 	return opt
 }
 
-// ckptLabel names a checkpoint in a title: its run directory and step.
-func ckptLabel(l *train.Loaded) string {
-	dir, file := filepath.Split(filepath.Clean(l.Source))
+// ckptLabel names a checkpoint in a title: its run directory and step (a file without a run,
+// such as an llm.c model, by its name).
+func ckptLabel(source string, step int, run bool) string {
+	dir, file := filepath.Split(filepath.Clean(source))
 	if filepath.Base(dir) == "checkpoints" {
-		return fmt.Sprintf("%s step %d", filepath.Base(filepath.Dir(filepath.Clean(dir))), l.Step)
+		return fmt.Sprintf("%s step %d", filepath.Base(filepath.Dir(filepath.Clean(dir))), step)
 	}
-	if l.Run == nil {
+	if !run {
 		return file
 	}
-	return fmt.Sprintf("%s step %d", file, l.Step)
+	return fmt.Sprintf("%s step %d", file, step)
 }
-
 // encodeText tokenizes text, refusing characters a char tokenizer cannot represent.
 func encodeText(tok tokenizer.Tokenizer, text string) ([]int32, error) {
 	if c, ok := tok.(*tokenizer.Char); ok {

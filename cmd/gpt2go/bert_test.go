@@ -67,6 +67,16 @@ func TestBERTTrainResume(t *testing.T) {
 	mustFail(t, "is a BERT encoder", "sample", "--ckpt", whole)
 	mustFail(t, "the model reads at most 32", "fill", "--ckpt", whole, "--text", strings.Repeat("long ", 10)+"[MASK]")
 
+	// attn draws the encoder's whole maps over [CLS] text [SEP].
+	png := filepath.Join(t.TempDir(), "attn.png")
+	if out := mustRun(t, "attn", "--ckpt", whole, "--text", "func main", "--layer", "1", "--out", png, "--threads", "1"); !strings.Contains(out, "(layer 1, 11 tokens)") {
+		t.Fatalf("attn printed %q", out)
+	}
+	if st, err := os.Stat(png); err != nil || st.Size() < 1000 {
+		t.Fatalf("attn wrote no picture: %v", err)
+	}
+	mustFail(t, "one family", "attn", "--ckpt", whole, "--compare", gptRunOf(t), "--text", "func main", "--out", png)
+
 	parted := filepath.Join(t.TempDir(), "parted")
 	mustRun(t, bertArgs(dataDir, parted, "--pre-ln", "--lr", "3e-3", "--stop-at", "6")...)
 	mustRun(t, "train", "--resume", parted, "--threads", "1")
@@ -94,6 +104,14 @@ func TestBERTDataParallelMatchesGradAccum(t *testing.T) {
 	}
 }
 
+// gptRunOf trains a one-step GPT-2 on the plain byte corpus.
+func gptRunOf(t *testing.T) string {
+	t.Helper()
+	run := filepath.Join(t.TempDir(), "gpt")
+	mustRun(t, trainArgs(prepared(t), run, "--steps", "1", "--sample-tokens", "0")...)
+	return run
+}
+
 func TestBERTTrainErrors(t *testing.T) {
 	plain := prepared(t) // bytes without BERT's special tokens
 	bertData := preparedBERT(t)
@@ -103,8 +121,6 @@ func TestBERTTrainErrors(t *testing.T) {
 	mustFail(t, "--arch bert trains in fp32 or tf32 so far", bertArgs(bertData, filepath.Join(dir, "c"), "--precision", "bf16")...)
 	mustFail(t, `unknown --arch "t5"`, bertArgs(bertData, filepath.Join(dir, "d"), "--arch", "t5")...)
 	mustFail(t, "too short for BERT", bertArgs(bertData, filepath.Join(dir, "e"), "--seq-len", "2")...)
-	gptRun := filepath.Join(dir, "gpt")
-	mustRun(t, trainArgs(plain, gptRun, "--steps", "1", "--sample-tokens", "0")...)
-	mustFail(t, "is a GPT-2 model", "fill", "--ckpt", gptRun, "--text", "a [MASK]")
+	mustFail(t, "is a GPT-2 model", "fill", "--ckpt", gptRunOf(t), "--text", "a [MASK]")
 	mustFail(t, `unknown model "bert-huge"`, bertArgs(bertData, filepath.Join(dir, "f"), "--model", "bert-huge")...)
 }
