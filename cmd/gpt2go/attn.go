@@ -261,6 +261,7 @@ func ckptLabel(source string, step int, run bool) string {
 	}
 	return fmt.Sprintf("%s step %d", file, step)
 }
+
 // encodeText tokenizes text, refusing characters a char tokenizer cannot represent.
 func encodeText(tok tokenizer.Tokenizer, text string) ([]int32, error) {
 	if c, ok := tok.(*tokenizer.Char); ok {
