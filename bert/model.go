@@ -541,14 +541,7 @@ func (m *Model) Backward(lossScale float32) error { return m.backward(lossScale,
 // micro-batches give the bits of k ranks' sum of one each. Call Backward for a step's first
 // micro-batch and this for the others.
 func (m *Model) BackwardAccumulate(lossScale float32) error {
-	if err := m.StartAccumulate(); err != nil {
-		return err
-	}
-	if err := m.backward(lossScale, &m.scratch); err != nil {
-		return err
-	}
-	m.AddAccumulated()
-	return nil
+	return m.Accumulate(func() error { return m.backward(lossScale, &m.scratch) })
 }
 
 // backward accumulates the gradient into the views g (of Grads or of the scratch).
@@ -672,13 +665,9 @@ func (m *Model) LogitsRow(dst []float32, b, t int) error {
 // host from layer's qkv activation, each head's bidirectional softmax(q.k/sqrt(HS)) over all T
 // keys, in float64. The model must have been planned for sequences of at least len(tokens).
 func (m *Model) Attention(tokens []int32, layer int) (*gpt.AttentionMap, error) {
-	c := m.Config
-	if layer < 0 || layer >= c.NumLayers {
-		return nil, fmt.Errorf("layer %d does not exist; the model has layers 0..%d", layer, c.NumLayers-1)
-	}
-	T := len(tokens)
-	if T == 0 {
-		return nil, fmt.Errorf("attention: no tokens")
+	c, T := m.Config, len(tokens)
+	if err := gpt.CheckAttentionArgs(layer, c.NumLayers, T); err != nil {
+		return nil, err
 	}
 	if _, err := m.Forward(tokens, nil, 1, T); err != nil {
 		return nil, err

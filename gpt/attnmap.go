@@ -21,13 +21,9 @@ func (a *AttentionMap) At(h, query, key int) float64 { return a.Probs[(h*a.T+que
 // probabilities the backend's attention op saved, so tests can compare the two. The model must
 // have been planned for sequences of at least len(tokens).
 func (m *Model) Attention(tokens []int32, layer int) (*AttentionMap, error) {
-	c := m.Config
-	if layer < 0 || layer >= c.NumLayers {
-		return nil, fmt.Errorf("layer %d does not exist; the model has layers 0..%d", layer, c.NumLayers-1)
-	}
-	T := len(tokens)
-	if T == 0 {
-		return nil, fmt.Errorf("attention: no tokens")
+	c, T := m.Config, len(tokens)
+	if err := CheckAttentionArgs(layer, c.NumLayers, T); err != nil {
+		return nil, err
 	}
 	if _, err := m.Forward(tokens, nil, 1, T); err != nil {
 		return nil, err
@@ -36,6 +32,17 @@ func (m *Model) Attention(tokens []int32, layer int) (*AttentionMap, error) {
 	qkv := make([]float32, T*3*C)
 	m.be.Download(qkv, m.cur.qkv[layer])
 	return &AttentionMap{Layer: layer, NumHeads: c.NumHeads, T: T, Probs: AttentionProbs(qkv, T, C, c.NumHeads, true)}, nil
+}
+
+// CheckAttentionArgs checks an attention map's request: layer of layers, over T >= 1 tokens.
+func CheckAttentionArgs(layer, layers, T int) error {
+	if layer < 0 || layer >= layers {
+		return fmt.Errorf("layer %d does not exist; the model has layers 0..%d", layer, layers-1)
+	}
+	if T == 0 {
+		return fmt.Errorf("attention: no tokens")
+	}
+	return nil
 }
 
 // AttentionProbs computes on the host, in float64, each head's softmax(q.k/sqrt(HS)) from one

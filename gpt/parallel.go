@@ -79,14 +79,7 @@ func (m *Trainable) Shard() (off, length, real int) {
 // computed on its own into zeroed scratch first (Parallel.SeparateAccum). Call Backward for a
 // step's first micro-batch (into zeroed Grads) and this for the others.
 func (m *Model) BackwardAccumulate(lossScale float32) error {
-	if err := m.StartAccumulate(); err != nil {
-		return err
-	}
-	if err := m.backward(lossScale, &m.scratch); err != nil {
-		return err
-	}
-	m.AddAccumulated()
-	return nil
+	return m.Accumulate(func() error { return m.backward(lossScale, &m.scratch) })
 }
 
 func (m *Trainable) numBlocks(n int) int { return (n + NormBlock - 1) / NormBlock }

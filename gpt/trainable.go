@@ -124,20 +124,20 @@ func (t *Trainable) SetParams(host []float32) error {
 // ZeroGrad clears the parameter gradients (before the first micro-batch of a step).
 func (t *Trainable) ZeroGrad() { t.be.Zero(t.Grads) }
 
-// StartAccumulate zeroes the scratch a micro-batch's gradient goes to before AddAccumulated adds
-// it to Grads (a model's BackwardAccumulate runs its backward pass in between).
-func (t *Trainable) StartAccumulate() error {
+// Accumulate runs backward, a model's backward pass into the views of GradScratch, on zeroed
+// scratch and then adds the result to Grads (acc = acc + g): k micro-batches then give the bits
+// of k ranks' sum of one each (Parallel.SeparateAccum).
+func (t *Trainable) Accumulate(backward func() error) error {
 	if t.gradScratch == nil {
 		return fmt.Errorf("backward: the model was made without Parallel.SeparateAccum")
 	}
 	t.be.Zero(t.gradScratch)
-	return nil
-}
-
-// AddAccumulated adds the micro-batch's gradient in GradScratch to Grads (acc = acc + g).
-func (t *Trainable) AddAccumulated() {
+	if err := backward(); err != nil {
+		return err
+	}
 	defer backend.Scope(t.be, "grad_accumulate")()
 	t.be.ResidualForward(t.Grads, t.Grads, t.gradScratch, t.Grads.Len())
+	return nil
 }
 
 // GradNorm is the global L2 norm of the gradients. On a backend that sums in blocks it is the

@@ -12,12 +12,7 @@ import (
 // preparedBERT is prepared's corpus in bytes with BERT's [PAD] [CLS] [SEP] [MASK] after them.
 func preparedBERT(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "corpus.txt")
-	os.WriteFile(src, []byte(textCorpus()), 0o644)
-	out := filepath.Join(dir, "data")
-	mustRun(t, "prepare", "--input", src, "--out", out, "--tokenizer", "byte", "--bert-specials")
-	return out
+	return prepared(t, "--bert-specials")
 }
 
 func bertArgs(dataDir, out string, extra ...string) []string {

@@ -68,14 +68,14 @@ func textCorpus() string {
 	return b.String()
 }
 
-// prepared returns a byte-level dataset directory made by gpt2go prepare.
-func prepared(t *testing.T) string {
+// prepared returns a byte-level dataset directory made by gpt2go prepare (with the extra flags).
+func prepared(t *testing.T, extra ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "corpus.txt")
 	os.WriteFile(src, []byte(textCorpus()), 0o644)
 	out := filepath.Join(dir, "data")
-	mustRun(t, "prepare", "--input", src, "--out", out, "--tokenizer", "byte")
+	mustRun(t, append([]string{"prepare", "--input", src, "--out", out, "--tokenizer", "byte"}, extra...)...)
 	return out
 }
 
