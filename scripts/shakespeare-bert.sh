@@ -4,6 +4,8 @@
 # order, then `gpt2go fill` on a few lines. With COMPARE=1 the same model, data order, masking rule,
 # AdamW and schedule run in PyTorch (tools/reference/shakespeare_bert.py, Debian's torch for
 # /usr/bin/python3) and a table compares the two runs' final MLM loss and masked-char accuracy.
+# Give torch a fast BLAS first (apt-get install libopenblas0-pthread): with Debian's reference
+# BLAS a step takes seconds.
 #
 #   scripts/shakespeare-bert.sh [STEPS]          (default 800: ~1.5 min on 2 CPU cores)
 #   COMPARE=1 scripts/shakespeare-bert.sh [STEPS]
