@@ -18,26 +18,10 @@ import (
 // Evaluate returns the mean loss of model over n batches of loader, from its current position.
 func Evaluate(model *gpt.Model, loader *data.Loader, B, T, n int) (float64, error) {
 	losses := make([]float32, n)
-	if err := batchLosses(model, loader, B, T, losses); err != nil {
+	if err := evalFigures(newGPTTask(model, B, T), loader, 0, losses); err != nil {
 		return 0, err
 	}
 	return meanInOrder(losses), nil
-}
-
-// batchLosses writes the mean loss of each of the loader's next len(losses) batches.
-func batchLosses(model *gpt.Model, loader *data.Loader, B, T int, losses []float32) error {
-	inputs, targets := make([]int32, B*T), make([]int32, B*T)
-	for i := range losses {
-		if err := loader.Next(inputs, targets); err != nil {
-			return err
-		}
-		l, err := model.Forward(inputs, targets, B, T)
-		if err != nil {
-			return err
-		}
-		losses[i] = l
-	}
-	return nil
 }
 
 // meanInOrder is the mean of x summed in float64 from first to last: the order in which one

@@ -46,8 +46,7 @@ func (t *Trainer) newTask(par gpt.Parallel) (task, error) {
 			return nil, err
 		}
 		t.model = m
-		return &gptTask{m: m, B: cfg.BatchSize, T: cfg.SeqLen,
-			inputs: make([]int32, cfg.BatchSize*cfg.SeqLen), targets: make([]int32, cfg.BatchSize*cfg.SeqLen)}, nil
+		return newGPTTask(m, cfg.BatchSize, cfg.SeqLen), nil
 	}
 	specials := tokenizer.NoSpecials
 	if cfg.Tokenizer != nil && cfg.Tokenizer.Specials != nil {
@@ -65,6 +64,10 @@ type gptTask struct {
 	m               *gpt.Model
 	B, T            int
 	inputs, targets []int32
+}
+
+func newGPTTask(m *gpt.Model, B, T int) *gptTask {
+	return &gptTask{m: m, B: B, T: T, inputs: make([]int32, B*T), targets: make([]int32, B*T)}
 }
 
 func (g *gptTask) weights() *gpt.Trainable { return g.m.Weights() }
