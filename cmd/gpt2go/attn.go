@@ -264,6 +264,18 @@ func ckptLabel(source string, step int, run bool) string {
 
 // encodeText tokenizes text, refusing characters a char tokenizer cannot represent.
 func encodeText(tok tokenizer.Tokenizer, text string) ([]int32, error) {
+	ids, err := encodeChecked(tok, text)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("the text encodes to no tokens")
+	}
+	return ids, nil
+}
+
+// encodeChecked is encodeText without its check that there is at least one token.
+func encodeChecked(tok tokenizer.Tokenizer, text string) ([]int32, error) {
 	if c, ok := tok.(*tokenizer.Char); ok {
 		if err := c.Check([]byte(text)); err != nil {
 			return nil, fmt.Errorf("--text: %w", err)
@@ -272,9 +284,6 @@ func encodeText(tok tokenizer.Tokenizer, text string) ([]int32, error) {
 	var ids []int32
 	for _, id := range tok.Encode([]byte(text)) {
 		ids = append(ids, int32(id))
-	}
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("the text encodes to no tokens")
 	}
 	return ids, nil
 }

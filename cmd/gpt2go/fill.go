@@ -102,14 +102,11 @@ func encodeMasked(tok tokenizer.Tokenizer, sp tokenizer.Specials, text string) (
 			masks = append(masks, len(ids))
 			ids = append(ids, int32(sp.MASK))
 		}
-		if c, ok := tok.(*tokenizer.Char); ok {
-			if err := c.Check([]byte(piece)); err != nil {
-				return nil, nil, fmt.Errorf("--text: %w", err)
-			}
+		pieceIDs, err := encodeChecked(tok, piece)
+		if err != nil {
+			return nil, nil, err
 		}
-		for _, id := range tok.Encode([]byte(piece)) {
-			ids = append(ids, int32(id))
-		}
+		ids = append(ids, pieceIDs...)
 	}
 	return append(ids, int32(sp.SEP)), masks, nil
 }

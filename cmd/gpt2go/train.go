@@ -344,7 +344,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fmt.Fprintf(stdout, "done: %d steps, train loss %.4f, val loss %s, %.1f ms/step; checkpoint %s\n",
 		sum.Steps, sum.LastLoss, val, sum.MsPerStep, sum.Checkpoint)
 	use := "sample --ckpt " + opts.RunDir
-	if mf.arch == "bert" || (resume != "" && sum.Arch == "bert") {
+	if sum.Arch == "bert" {
 		use = fmt.Sprintf("fill --ckpt %s --text \"...[MASK]...\"", opts.RunDir)
 	}
 	fmt.Fprintf(stdout, "next: gpt2go %s   |   gpt2go train --resume %s --steps N\n", use, opts.RunDir)
