@@ -308,9 +308,15 @@ func fieldsByFlag(c *Config) map[string]field {
 		add(name, func() any { return c.Model }, func(v any) { c.Model = v.(gpt.Config) })
 	}
 	add("arch", func() any { return c.Arch }, func(v any) { c.Arch = v.(string) })
-	for _, name := range []string{"pre-ln", "gelu-tanh", "type-vocab-size"} {
-		add(name, func() any { return c.BERT() }, func(any) {})
+	enc := func() EncoderOptions {
+		if c.Encoder == nil {
+			return EncoderOptions{}
+		}
+		return *c.Encoder
 	}
+	add("pre-ln", func() any { return enc().PreLN }, func(any) {})
+	add("gelu-tanh", func() any { return enc().TanhGELU }, func(any) {})
+	add("type-vocab-size", func() any { return enc().TypeVocabSize }, func(any) {})
 	add("no-pos-emb", func() any { return c.Model.NoPositionalEmbs }, func(v any) { c.Model.NoPositionalEmbs = v.(bool) })
 	add("precision", func() any { return c.Precision }, func(v any) { c.Precision = v.(string) })
 	add("grad-precision", func() any { return c.GradPrecision }, func(v any) { c.GradPrecision = v.(string) })

@@ -74,7 +74,9 @@ func TestBERTTrainResume(t *testing.T) {
 
 	parted := filepath.Join(t.TempDir(), "parted")
 	mustRun(t, bertArgs(dataDir, parted, "--pre-ln", "--lr", "3e-3", "--stop-at", "6")...)
-	mustRun(t, "train", "--resume", parted, "--threads", "1")
+	mustFail(t, "cannot change --gelu-tanh (saved false, given true)", "train", "--resume", parted, "--gelu-tanh")
+	// Repeating the run's own model-family flags is allowed.
+	mustRun(t, "train", "--resume", parted, "--threads", "1", "--arch", "bert", "--pre-ln", "--type-vocab-size", "2")
 	sameRun(t, whole, parted, 12)
 }
 

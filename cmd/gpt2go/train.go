@@ -75,6 +75,14 @@ func (m *modelFlags) encoder(set map[string]bool) (*train.EncoderOptions, error)
 	return &train.EncoderOptions{TypeVocabSize: m.typeVocab, PreLN: m.preLN, TanhGELU: m.geluTanh}, nil
 }
 
+// archName is --arch as a run records it: "" for GPT-2 (as runs from before --arch read).
+func (m *modelFlags) archName() string {
+	if m.arch == "gpt2" {
+		return ""
+	}
+	return m.arch
+}
+
 // build returns the model config the flags describe; dataVocab is the data's vocabulary size
 // (0 if unknown).
 func (m *modelFlags) build(set map[string]bool, dataVocab int) (gpt.Config, error) {
@@ -271,6 +279,9 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 				return err
 			}
 		}
+		// The model-family flags as given, for ApplyOverrides to compare with the run's.
+		cfg.Arch = mf.archName()
+		cfg.Encoder = &train.EncoderOptions{TypeVocabSize: mf.typeVocab, PreLN: mf.preLN, TanhGELU: mf.geluTanh}
 		if set["model"] {
 			c, err := gpt.Preset(mf.preset)
 			if err != nil {
@@ -300,10 +311,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		if cfg.Encoder, err = mf.encoder(set); err != nil {
 			return err
 		}
-		cfg.Arch = mf.arch
-		if cfg.Arch == "gpt2" {
-			cfg.Arch = "" // runs before --arch existed read the same
-		}
+		cfg.Arch = mf.archName()
 		if !set["seq-len"] && cfg.SeqLen > cfg.Model.BlockSize {
 			cfg.SeqLen = cfg.Model.BlockSize
 		}
