@@ -101,7 +101,7 @@ func attentionFigure(be backend.Backend, lf loadFlags, paths []string, text stri
 		if encoders != 0 && encoders != len(maps)+1 {
 			return nil, 0, fmt.Errorf("--compare draws two checkpoints of one family; %s and %s are a GPT-2 and a BERT encoder", paths[0], paths[1])
 		}
-		mine, err := encodeText(am.tok, text)
+		mine, err := attnTokens(am, text)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -260,6 +260,23 @@ func ckptLabel(source string, step int, run bool) string {
 		return file
 	}
 	return fmt.Sprintf("%s step %d", file, step)
+}
+
+// attnTokens encodes the text attn draws: as it is for GPT-2; for an encoder with every [MASK]
+// as the [MASK] id, as fill reads it, so that a map shows where a masked position looks. The
+// [CLS] and [SEP] around it are left to the caller.
+func attnTokens(am *attnSource, text string) ([]int32, error) {
+	if !am.encoder {
+		return encodeText(am.tok, text)
+	}
+	ids, _, err := encodeMasked(am.tok, tokenizer.SpecialsOf(am.tok), text)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) == 2 {
+		return nil, fmt.Errorf("the text encodes to no tokens")
+	}
+	return ids[1 : len(ids)-1], nil
 }
 
 // encodeText tokenizes text, refusing characters a char tokenizer cannot represent.

@@ -70,6 +70,11 @@ func TestBERTTrainResume(t *testing.T) {
 	if st, err := os.Stat(png); err != nil || st.Size() < 1000 {
 		t.Fatalf("attn wrote no picture: %v", err)
 	}
+	// A [MASK] in the text is one token, as fill reads it: "func [MASK]ain" is 8 characters and
+	// one mask between [CLS] and [SEP].
+	if out := mustRun(t, "attn", "--ckpt", whole, "--text", "func [MASK]ain", "--layer", "0", "--out", png, "--threads", "1"); !strings.Contains(out, "(layer 0, 11 tokens)") {
+		t.Fatalf("attn with a [MASK] printed %q", out)
+	}
 	mustFail(t, "one family", "attn", "--ckpt", whole, "--compare", gptRunOf(t), "--text", "func main", "--out", png)
 
 	parted := filepath.Join(t.TempDir(), "parted")
