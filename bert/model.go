@@ -534,7 +534,9 @@ func (m *Model) checkBatch(b Batch) error {
 // Backward accumulates into Grads the gradient of lossScale * (mean MLM loss of the last
 // Forward), which must have had targets. Use lossScale = 1/gradAccum for gradient accumulation.
 // A batch without masked positions has zero loss and adds nothing.
-func (m *Model) Backward(lossScale float32) error { return m.backward(lossScale, &m.grads) }
+func (m *Model) Backward(lossScale float32) error {
+	return m.RunBackward(false, func() error { return m.backward(lossScale, &m.grads) })
+}
 
 // BackwardAccumulate adds to Grads the gradient of lossScale * (mean MLM loss of the last
 // Forward), computed on its own into zeroed scratch first (gpt.Parallel.SeparateAccum), so that k
@@ -608,6 +610,7 @@ func (m *Model) backward(lossScale float32, g *paramViews) error {
 			be.ResidualForward(a.dx, a.dx, a.dres, BT*C)
 		}
 		endLayer()
+		m.LayerGradsDone(l)
 	}
 
 	// Embedding LayerNorm, then the tables. demb is d embedln; the other scratch buffer, zeroed,

@@ -72,11 +72,13 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// ParamSpec names one parameter tensor. Layer tensors are stacked: their first dimension is L.
+// ParamSpec names one parameter tensor. Layer tensors are stacked: their first dimension is L,
+// and PerLayer says so.
 type ParamSpec struct {
-	Name  string
-	Shape []int
-	Decay bool // AdamW weight decay applies (2-D weight matrices only)
+	Name     string
+	Shape    []int
+	Decay    bool // AdamW weight decay applies (2-D weight matrices only)
+	PerLayer bool // Shape[0] is the layer: layer l's part is the l-th of L equal slices
 }
 
 // Size is the number of elements.
@@ -93,22 +95,22 @@ func (p ParamSpec) Size() int {
 func (c Config) ParamSpecs() []ParamSpec {
 	L, C, Vp, maxT := c.NumLayers, c.Channels, c.PaddedVocabSize, c.BlockSize
 	return []ParamSpec{
-		{"wte", []int{Vp, C}, true},
-		{"wpe", []int{maxT, C}, true},
-		{"ln1w", []int{L, C}, false},
-		{"ln1b", []int{L, C}, false},
-		{"qkvw", []int{L, 3 * C, C}, true},
-		{"qkvb", []int{L, 3 * C}, false},
-		{"attprojw", []int{L, C, C}, true},
-		{"attprojb", []int{L, C}, false},
-		{"ln2w", []int{L, C}, false},
-		{"ln2b", []int{L, C}, false},
-		{"fcw", []int{L, 4 * C, C}, true},
-		{"fcb", []int{L, 4 * C}, false},
-		{"fcprojw", []int{L, C, 4 * C}, true},
-		{"fcprojb", []int{L, C}, false},
-		{"lnfw", []int{C}, false},
-		{"lnfb", []int{C}, false},
+		{"wte", []int{Vp, C}, true, false},
+		{"wpe", []int{maxT, C}, true, false},
+		{"ln1w", []int{L, C}, false, true},
+		{"ln1b", []int{L, C}, false, true},
+		{"qkvw", []int{L, 3 * C, C}, true, true},
+		{"qkvb", []int{L, 3 * C}, false, true},
+		{"attprojw", []int{L, C, C}, true, true},
+		{"attprojb", []int{L, C}, false, true},
+		{"ln2w", []int{L, C}, false, true},
+		{"ln2b", []int{L, C}, false, true},
+		{"fcw", []int{L, 4 * C, C}, true, true},
+		{"fcb", []int{L, 4 * C}, false, true},
+		{"fcprojw", []int{L, C, 4 * C}, true, true},
+		{"fcprojb", []int{L, C}, false, true},
+		{"lnfw", []int{C}, false, false},
+		{"lnfb", []int{C}, false, false},
 	}
 }
 

@@ -322,7 +322,9 @@ func (m *Model) checkBatch(inputs, targets []int32, B, T int) error {
 
 // Backward accumulates into Grads the gradient of lossScale * (mean loss of the last Forward),
 // which must have had targets. Use lossScale = 1/gradAccum for gradient accumulation.
-func (m *Model) Backward(lossScale float32) error { return m.backward(lossScale, &m.grads) }
+func (m *Model) Backward(lossScale float32) error {
+	return m.RunBackward(false, func() error { return m.backward(lossScale, &m.grads) })
+}
 
 // backward accumulates the gradient of lossScale * (mean loss of the last Forward) into the
 // gradient views g.
@@ -369,6 +371,7 @@ func (m *Model) backward(lossScale float32, g *paramViews) error {
 		be.MatmulBackward(a.dln1, g.qkvw[l], g.qkvb[l], a.dqkv, a.ln1[l], p.qkvw[l], BT, C, 3*C)
 		be.LayerNormBackward(a.dresidual, g.ln1w[l], g.ln1b[l], a.dln1, residual, p.ln1w[l], a.ln1Mean[l], a.ln1Rstd[l], BT, C)
 		endLayer()
+		m.LayerGradsDone(l)
 	}
 	var dwpe backend.Buf
 	if !c.NoPositionalEmbs {

@@ -31,6 +31,11 @@ type Trainable struct {
 	offsets               []int // start of each spec in the flat buffers
 	// Per-tensor views of Params, Grads and the moments (the moments' only without shards).
 	paramAll, gradAll, moments1, moments2 []backend.Buf
+	// The gradient stream of the next backward pass (gradstream.go), and its views of Grads
+	// and GradScratch: each layer's slices, and the other tensors.
+	stream                   *gradStream
+	layerGrads, layerScratch [][]backend.Buf
+	restGrads, restScratch   []backend.Buf
 }
 
 // NewTrainable allocates the trainable state of a model with the parameter tensors specs in the
@@ -127,18 +132,7 @@ func (t *Trainable) ZeroGrad() { t.be.Zero(t.Grads) }
 // Accumulate runs backward, a model's backward pass into the views of GradScratch, on zeroed
 // scratch and then adds the result to Grads (acc = acc + g): k micro-batches then give the bits
 // of k ranks' sum of one each (Parallel.SeparateAccum).
-func (t *Trainable) Accumulate(backward func() error) error {
-	if t.gradScratch == nil {
-		return fmt.Errorf("backward: the model was made without Parallel.SeparateAccum")
-	}
-	t.be.Zero(t.gradScratch)
-	if err := backward(); err != nil {
-		return err
-	}
-	defer backend.Scope(t.be, "grad_accumulate")()
-	t.be.ResidualForward(t.Grads, t.Grads, t.gradScratch, t.Grads.Len())
-	return nil
-}
+func (t *Trainable) Accumulate(backward func() error) error { return t.RunBackward(true, backward) }
 
 // GradNorm is the global L2 norm of the gradients. On a backend that sums in blocks it is the
 // square root of the float64 sum, in order, of GradBlockSums (a definition that ZeRO-1's shards

@@ -112,7 +112,7 @@ func (t *Trainer) stepMetrics(mine []float32) (loss, acc float64, err error) {
 func (t *Trainer) reduceGrads() (float64, error) {
 	m := t.w
 	if !t.opts.Zero {
-		if t.distributed() {
+		if t.distributed() && !t.gradsReduced {
 			if err := t.timed(func() error { return t.comm.AllReduce(m.Grads, 1) }); err != nil {
 				return 0, err
 			}
@@ -142,6 +142,53 @@ func (t *Trainer) reduceGrads() (float64, error) {
 		total += math.Float64frombits(uint64(all[i])<<42 | uint64(all[i+1])<<21 | uint64(all[i+2]))
 	}
 	return math.Sqrt(total), nil
+}
+
+// overlapGrads says whether DDP all-reduces the gradient layer by layer during backward
+// (Options.OverlapGrads): host-memory communicators only, whose collectives a goroutine of their
+// own can wait in while backward computes. NCCL would need its own stream for it (not yet), and
+// ZeRO-1's reduce-scatter splits the flat gradient into shards that layers do not follow.
+func (t *Trainer) overlapGrads() bool {
+	_, host := t.be.(backend.HostMemory)
+	return t.opts.OverlapGrads && t.distributed() && !t.opts.Zero && host
+}
+
+// backward runs this rank's backward pass of a micro-batch (first: the step's first, into zeroed
+// gradients; last: the step's last). With overlapGrads, the last one streams the gradient to a
+// goroutine that all-reduces each piece as backward hands it over, in the order backward makes
+// them; the step then waits for the last piece. Each element is summed over the ranks in rank
+// order as in the one all-reduce after backward, so the bits are the same.
+func (t *Trainer) backward(lossScale float32, first, last bool) error {
+	if !last || !t.overlapGrads() {
+		return t.task.backward(lossScale, first)
+	}
+	queue, done := make(chan []backend.Buf, 256), make(chan error, 1)
+	var busy time.Duration
+	go func() {
+		var err error
+		for views := range queue {
+			start := time.Now()
+			for _, v := range views {
+				if err == nil {
+					err = t.comm.AllReduce(v, 1)
+				}
+			}
+			busy += time.Since(start)
+		}
+		done <- err
+	}()
+	t.w.StreamGrads(func(views []backend.Buf) { queue <- views })
+	err := t.task.backward(lossScale, first)
+	close(queue)
+	start := time.Now()
+	cerr := <-done
+	t.commWait += time.Since(start)
+	t.commTime += busy
+	t.gradsReduced = true
+	if err != nil {
+		return err
+	}
+	return cerr
 }
 
 // update applies AdamW: the whole model, or (ZeRO-1) this rank's shard, then all ranks' shards
@@ -237,6 +284,8 @@ func (t *Trainer) worldLine() string {
 	mode := "DDP"
 	if t.opts.Zero {
 		mode = "ZeRO-1"
+	} else if t.overlapGrads() {
+		mode = "DDP, all-reduce per layer during backward"
 	}
 	return fmt.Sprintf("data parallel: %d ranks (%s); global batch %d x %d x %d accum x %d ranks = %d tokens",
 		W, mode, cfg.BatchSize, cfg.SeqLen, cfg.GradAccum, W, cfg.BatchSize*cfg.SeqLen*cfg.GradAccum*W)

@@ -56,6 +56,10 @@ type Options struct {
 	// process. Zero shards the optimizer state over its ranks (ZeRO-1).
 	Comm dist.Comm
 	Zero bool
+	// OverlapGrads makes DDP all-reduce each layer's gradient as soon as backward has produced
+	// it, on a goroutine of its own, while backward goes on (host-memory communicators: MPI);
+	// otherwise the whole gradient is all-reduced after backward.
+	OverlapGrads bool
 }
 
 // State is the trainer state saved beside the weights; with it a resumed run is bit-identical.
@@ -109,6 +113,8 @@ type Trainer struct {
 	gathers        map[int]gatherBuf // by part length
 	momentsScratch [2]backend.Buf    // ZeRO-1: both moments gathered for a checkpoint
 	commTime       time.Duration     // this step's time in collectives
+	commWait       time.Duration     // of which the step waited for the overlapped all-reduces
+	gradsReduced   bool              // this step's gradient was all-reduced during backward
 	normSums       []float64         // ZeRO-1: this rank's gradient block sums, and their encoding
 	normEnc        []float32
 }
@@ -436,7 +442,7 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 			return sum, fmt.Errorf("interrupted at step %d; saved %s; continue with --resume %s", t.state.Step, t.last, t.opts.RunDir)
 		}
 		start := time.Now()
-		t.commTime = 0
+		t.commTime, t.commWait, t.gradsReduced = 0, 0, false
 		m.ZeroGrad()
 		// The step's W*A micro-batches: this rank's are r*A .. r*A+A-1 (dist.go).
 		for micro := range W * A {
@@ -450,7 +456,7 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 			if err != nil {
 				return sum, err
 			}
-			if err := t.task.backward(t.lossScale()/float32(W*A), micro%A == 0); err != nil {
+			if err := t.backward(t.lossScale()/float32(W*A), micro%A == 0, micro%A == A-1); err != nil {
 				return sum, err
 			}
 			fig := microFigs[(micro%A)*k : (micro%A+1)*k]
@@ -525,6 +531,11 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 			commMs := float64(t.commTime.Microseconds()) / 1000
 			entry["comm_ms"] = commMs
 			extra += fmt.Sprintf(" | comm %.1f ms", commMs)
+			if t.gradsReduced {
+				waitMs := float64(t.commWait.Microseconds()) / 1000
+				entry["comm_wait_ms"] = waitMs
+				extra += fmt.Sprintf(" (waited %.1f)", waitMs)
+			}
 		}
 		if t.peak > 0 {
 			// Model FLOPs utilisation: the FLOPs the model needs (Config.FlopsPerToken) per

@@ -174,6 +174,27 @@ func TestDataParallelMatchesGradAccum(t *testing.T) {
 			})
 		}
 	}
+	// DDP's all-reduce per layer during backward (the default on CPU ranks, run above) against
+	// one all-reduce after it: the same bits, also through the accumulation scratch (2 ranks of
+	// 2 micro-batches; not the bits of --grad-accum 4 in one process, which adds g2 to g0 + g1
+	// where the ranks add g2 + g3).
+	one := filepath.Join(t.TempDir(), "one")
+	mustRun(t, distArgs(dataDir, one, "--grad-accum", "2")...)
+	t.Run("overlap=false", func(t *testing.T) {
+		runs := map[bool]string{}
+		for _, overlap := range []bool{false, true} {
+			runs[overlap] = filepath.Join(t.TempDir(), fmt.Sprint(overlap))
+			out, err := mpirunGpt2go(t, 2, 2*time.Minute, "", distArgs(dataDir, runs[overlap], "--grad-accum", "2", fmt.Sprintf("--overlap-grads=%v", overlap))...)
+			if err != nil {
+				t.Fatalf("mpirun: %v\n%s", err, out)
+			}
+			on := strings.Contains(out, "(DDP, all-reduce per layer during backward)")
+			if waited := strings.Contains(out, "(waited "); on != overlap || waited != overlap {
+				t.Fatalf("--overlap-grads=%v: the log says it is on: %v, logs its wait: %v:\n%s", overlap, on, waited, out)
+			}
+		}
+		sameRun(t, runs[false], runs[true], 12)
+	})
 	// Mixed precision: fp32 gradients on the wire, the 16-bit copy rewritten from the gathered
 	// fp32 weights (stochastically in bf16), fp16's loss scaler agreed on by all ranks.
 	for _, prec := range [][]string{{"--precision", "bf16", "--stochastic-rounding"}, {"--precision", "fp16"}} {
@@ -190,8 +211,6 @@ func TestDataParallelMatchesGradAccum(t *testing.T) {
 	}
 	// One rank under mpirun goes through the communicator (MPI with one rank) and accumulates
 	// its two micro-batches itself: the same bits again.
-	one := filepath.Join(t.TempDir(), "one")
-	mustRun(t, distArgs(dataDir, one, "--grad-accum", "2")...)
 	for _, zero := range []string{"0", "1"} {
 		t.Run("np=1/zero="+zero, func(t *testing.T) {
 			run := filepath.Join(t.TempDir(), "run")

@@ -332,7 +332,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		cfg.Precision = "fp32"
 	}
 	opts.Backend, opts.Config = be, cfg
-	opts.Comm, opts.Zero = df.comm, df.zero == 1
+	opts.Comm, opts.Zero, opts.OverlapGrads = df.comm, df.zero == 1, df.overlap
 	stop, err := startCPUProfile(cpuProfile)
 	if err != nil {
 		return err
