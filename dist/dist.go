@@ -8,10 +8,10 @@
 // torchrun, SLURM, Open MPI's mpirun or MPICH's), and the exchange of NCCL's unique id from rank 0
 // to the other ranks over TCP (ServeID, FetchID, ExchangeID).
 //
-// What comes next (not here yet): the trainer calling it, DDP (an all-reduce of the gradients per
-// bucket, overlapped with the backward), ZeRO-1 (reduce-scatter of the gradients, AdamW on the
-// rank's shard, all-gather of the parameters), rank 0 alone writing checkpoints and logs, and the
-// `gpt2go train` side of the launchers.
+// The trainer's side (train/dist.go) uses it for DDP (an all-reduce of the gradient, on CPU ranks
+// layer by layer while backward runs: gpt.Trainable.StreamGrads), ZeRO-1 (reduce-scatter of the
+// gradient, AdamW on the rank's shard, all-gather of the parameters), split validation and rank
+// 0's solo work; cmd/gpt2go opens the communicator for the launcher that started the job.
 //
 // Conventions for every Comm method:
 //   - Buffers are flat float32 backend.Buf owned by the backend that the communicator was made for
