@@ -38,6 +38,17 @@ func TestPrepareWordPiece(t *testing.T) {
 		t.Fatalf("sample = %q", got)
 	}
 
+	// An encoder on the same word pieces: fill reads the text with the vocab's own [MASK] (one
+	// id, not five pieces), proposes word pieces and writes the text back as BERT's decoder
+	// does (lower-cased, "##" pieces joined, the spaces before ! ? . , cleaned up but not before :).
+	bertDir := filepath.Join(dir, "bert")
+	mustRun(t, bertArgs(out, bertDir, "--steps", "4", "--eval-every", "2", "--ckpt-every", "4")...)
+	fill := mustRun(t, "fill", "--ckpt", bertDir, "--text", "ROMEO: But soft! what [MASK] through yonder window breaks?", "--top-k", "2", "--threads", "1")
+	lines := strings.Split(strings.TrimSpace(fill), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "[MASK] 1 of 1 (token 7): ") || !strings.HasPrefix(lines[2], "filled: romeo : but soft! what") || !strings.HasSuffix(lines[2], "through yonder window breaks?") {
+		t.Fatalf("fill on word pieces printed:\n%s", fill)
+	}
+
 	mustFail(t, "needs its vocab: pass --vocab", "prepare", "--input", src, "--out", filepath.Join(dir, "x"), "--tokenizer", "wordpiece")
 	mustFail(t, "does not exist", "prepare", "--input", src, "--out", filepath.Join(dir, "x"), "--tokenizer", "wordpiece", "--vocab", vocab)
 	mustFail(t, "--vocab is for --tokenizer wordpiece", "prepare", "--input", src, "--out", filepath.Join(dir, "x"), "--vocab", vocab)
