@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -83,15 +82,10 @@ func startMpirunPerRank(t *testing.T, pidDir string, perRank ...[]string) (*exec
 // grad_norm, and BERT's acc and val_acc), as written, so equal means equal bits.
 func logEntries(t *testing.T, runDir string) map[string]string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(runDir, "log.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	out := map[string]string{}
-	for sc := bufio.NewScanner(f); sc.Scan(); {
+	for _, line := range logLines(t, runDir) {
 		var e map[string]json.RawMessage
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+		if err := json.Unmarshal(line, &e); err != nil {
 			t.Fatal(err)
 		}
 		for _, k := range []string{"loss", "val_loss", "grad_norm", "acc", "val_acc"} {

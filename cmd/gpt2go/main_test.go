@@ -259,20 +259,25 @@ func TestKill9AfterCheckpointThenResumeIsExact(t *testing.T) {
 	}
 }
 
-func readLosses(t *testing.T, runDir string) map[int]float64 {
+// logLines returns the lines of a run's log.jsonl.
+func logLines(t *testing.T, runDir string) [][]byte {
 	t.Helper()
-	f, err := os.Open(filepath.Join(runDir, "log.jsonl"))
+	b, err := os.ReadFile(filepath.Join(runDir, "log.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	return bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+}
+
+func readLosses(t *testing.T, runDir string) map[int]float64 {
+	t.Helper()
 	out := map[int]float64{}
-	for sc := bufio.NewScanner(f); sc.Scan(); {
+	for _, line := range logLines(t, runDir) {
 		var e struct {
 			Step int
 			Loss *float64
 		}
-		json.Unmarshal(sc.Bytes(), &e)
+		json.Unmarshal(line, &e)
 		if e.Loss != nil {
 			if _, dup := out[e.Step]; dup {
 				t.Fatalf("step %d logged twice", e.Step)
