@@ -261,13 +261,16 @@ func TestTrainingStepDoesNotAllocate(t *testing.T) {
 // model that learnt the letters' frequencies alone would stay at ln 26 = 3.26 nats). 200 steps
 // of a tiny post-LN model take it from ~5.3 to ~0.3 and all masked letters right. (Letters in
 // alphabetical order need ~2000 steps here before attention finds the neighbours.)
-func TestLearnsMaskedPattern(t *testing.T) {
+func TestLearnsMaskedPattern(t *testing.T) { learnMaskedPattern(t, gpt.Precision{}) }
+
+// learnMaskedPattern trains TestLearnsMaskedPattern's model with the storage plan prec.
+func learnMaskedPattern(t *testing.T, prec gpt.Precision) {
 	const B, T = 8, 18
 	const steps, lr = 200, 3e-3
 	cfg := bert.Config{BlockSize: T, VocabSize: byteVocab, PaddedVocabSize: 320, NumLayers: 2, NumHeads: 2, Channels: 32}
 	be := cpu.New(0)
 	defer be.Close()
-	m, err := bert.New(be, cfg, B, T)
+	m, err := bert.NewWithPrecision(be, cfg, B, T, prec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,3 +17,10 @@ func TestCUDAForwardBackwardMatchesPyTorch(t *testing.T) {
 func TestCUDATenAdamWStepsMatchPyTorch(t *testing.T) {
 	testTenAdamWSteps(t, gputest.Backend(t, cuda.Options{TF32: false}))
 }
+
+// bf16 and fp16 on the GPU against the same fp32 fixture, with the CPU emulation's bounds: the
+// 16-bit kernels of every op the encoder uses (padded bidirectional attention, erf GELU, the
+// masked-row gather and scatter) and the compute copy's conversion.
+func TestCUDAMixedPrecisionMatchesPyTorch(t *testing.T) {
+	testMixedPrecision(t, gputest.Backend(t, cuda.Options{TF32: false}))
+}

@@ -20,13 +20,14 @@ type Model struct {
 	// Parameters, gradients, AdamW moments and their data-parallel layout, in ParamSpecs order
 	// (Params, Grads, M, V, GradNorm, Update, UpdateShard, SetParams, ...: gpt.Trainable).
 	gpt.Trainable
-	params, grads paramViews // views of Params and Grads
+	params, grads paramViews // views of Params (the fp32 master) and Grads
+	fwd           paramViews // views of Compute(): what forward and backward read (Params in fp32)
 	scratch       paramViews // views of GradScratch (gpt.Parallel.SeparateAccum)
 
 	maxB, maxT int
-	// compute is the storage format of activations and their gradients. Only fp32 is
-	// implemented; the buffers are allocated through it so that a 16-bit plan (gpt.Precision)
-	// has one place to go.
+	// compute is the storage format of the parameters' compute copy, the activations and their
+	// gradients (gpt.Precision.Compute); statistics (LayerNorm mean and rstd, attention's and
+	// the loss's log-sum-exp, the losses) are always fp32.
 	compute backend.DType
 	a       actBuffers
 	// Batch inputs on the backend, int32: tokens and token types (maxB*maxT), sequence lengths
@@ -85,13 +86,22 @@ type actBuffers struct {
 // New plans and allocates an fp32 model for batches of up to maxB sequences of up to maxT tokens.
 // Parameters are zero; call Init or SetParams.
 func New(be backend.Backend, cfg Config, maxB, maxT int) (*Model, error) {
-	return NewParallel(be, cfg, maxB, maxT, gpt.Parallel{})
+	return NewParallel(be, cfg, maxB, maxT, gpt.Precision{}, gpt.Parallel{})
 }
 
-// NewParallel is New with the buffer layout par asks for data-parallel training (gpt.Parallel:
-// a separate micro-batch gradient for BackwardAccumulate, ZeRO-1 shards).
-func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, par gpt.Parallel) (*Model, error) {
+// NewWithPrecision is New with the storage plan prec (mixed precision, as gpt.Model's: an fp32
+// master with a 16-bit compute copy, 16-bit activations, fp32 statistics and loss).
+func NewWithPrecision(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.Precision) (*Model, error) {
+	return NewParallel(be, cfg, maxB, maxT, prec, gpt.Parallel{})
+}
+
+// NewParallel is NewWithPrecision with the buffer layout par asks for data-parallel training
+// (gpt.Parallel: a separate micro-batch gradient for BackwardAccumulate, ZeRO-1 shards).
+func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.Precision, par gpt.Parallel) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := prec.Validate(); err != nil {
 		return nil, err
 	}
 	if maxT > cfg.BlockSize {
@@ -101,16 +111,17 @@ func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, par gpt.Paralle
 		return nil, fmt.Errorf("batch size and sequence length must be >= 1 (got %d, %d)", maxB, maxT)
 	}
 	if mc, ok := be.(backend.MemoryChecker); ok {
-		if err := mc.CheckMemory(cfg.ParallelMemoryPlan(maxB, maxT, par)); err != nil {
+		plan := cfg.memoryPlan(maxB, maxT, prec, par, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
+		if err := mc.CheckMemory(plan); err != nil {
 			return nil, err
 		}
 	}
-	tr, err := gpt.NewTrainable(be, cfg.ParamSpecs(), gpt.Precision{}, par)
+	tr, err := gpt.NewTrainable(be, cfg.ParamSpecs(), prec, par)
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, Trainable: tr, compute: backend.F32}
-	m.params, m.grads = m.paramViews(m.Params), m.paramViews(m.Grads)
+	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, Trainable: tr, compute: prec.Compute}
+	m.params, m.grads, m.fwd = m.paramViews(m.Params), m.paramViews(m.Grads), m.paramViews(m.Compute())
 	if par.SeparateAccum {
 		m.scratch = m.paramViews(m.GradScratch())
 	}
@@ -163,31 +174,45 @@ func (m *Model) allocActs() {
 // MemoryPlan lists the bytes an fp32 model allocates for batches of up to B sequences of T
 // tokens, by category (a test checks it against what New allocates).
 func (c Config) MemoryPlan(B, T int) []backend.MemoryItem {
-	return c.ParallelMemoryPlan(B, T, gpt.Parallel{})
+	return c.PrecisionMemoryPlan(B, T, gpt.Precision{})
 }
 
-// ParallelMemoryPlan is MemoryPlan for one rank with the data-parallel layout par (see
+// PrecisionMemoryPlan is MemoryPlan for the storage plan prec, each format at its native size
+// (2 bytes for bf16 and fp16), as a GPU stores it.
+func (c Config) PrecisionMemoryPlan(B, T int, prec gpt.Precision) []backend.MemoryItem {
+	return c.ParallelMemoryPlan(B, T, prec, gpt.Parallel{})
+}
+
+// ParallelMemoryPlan is PrecisionMemoryPlan for one rank with the data-parallel layout par (see
 // gpt.TrainableMemoryPlan).
-func (c Config) ParallelMemoryPlan(B, T int, par gpt.Parallel) []backend.MemoryItem {
+func (c Config) ParallelMemoryPlan(B, T int, prec gpt.Precision, par gpt.Parallel) []backend.MemoryItem {
+	return c.memoryPlan(B, T, prec, par, func(dt backend.DType) int64 { return int64(dt.Bytes()) })
+}
+
+// memoryPlan is the plan with sizeOf(dt) bytes per element of dt.
+func (c Config) memoryPlan(B, T int, prec gpt.Precision, par gpt.Parallel, sizeOf func(backend.DType) int64) []backend.MemoryItem {
 	L, C, NH, Vp := int64(c.NumLayers), int64(c.Channels), int64(c.NumHeads), int64(c.PaddedVocabSize)
 	BT := int64(B) * int64(T)
 	n := int64(c.NumParams())
-	// Per layer: qkv (3), atty, attproj, res1, ln1 (4), fch and fchGelu (8), fcproj, res2, ln2 (3)
-	// times BT*C; statistics: four LayerNorm mean/rstd (4*BT) and attention's lse (BT*NH).
-	perLayer := 18*BT*C + 4*BT + BT*NH
+	f32, act := sizeOf(backend.F32), sizeOf(prec.Compute)
+	// Per layer, in the compute format: qkv (3), atty, attproj, res1, ln1 (4), fch and fchGelu
+	// (8), fcproj, res2, ln2 (3) times BT*C; in fp32: four LayerNorm mean/rstd (4*BT) and
+	// attention's lse (BT*NH).
+	perLayer, perLayerStats := 18*BT*C, 4*BT+BT*NH
 	// Once: embedSum, embedln (+ tokPos, typeEmb with token types), the head's four (R,C)
 	// buffers, the logits, and the backward scratch dx, dres, datty, dqkv, dfch, dfchGelu
-	// (14*BT*C); statistics: embedding and head LayerNorms (4*BT), lse and losses (2*BT).
-	once := 2*BT*C + 4*BT*C + BT*Vp + 14*BT*C + 6*BT
+	// (14*BT*C); in fp32 the embedding and head LayerNorms' statistics (4*BT), lse and losses
+	// (2*BT).
+	once, onceStats := 2*BT*C+4*BT*C+BT*Vp+14*BT*C, 6*BT
 	if c.TypeVocabSize > 0 {
 		once += 2 * BT * C
 	}
 	if c.PreLN {
-		once += BT*C + 2*BT
+		once, onceStats = once+BT*C, onceStats+2*BT
 	}
-	plan := gpt.TrainableMemoryPlan(n, gpt.Precision{}, par, func(backend.DType) int64 { return 4 })
+	plan := gpt.TrainableMemoryPlan(n, prec, par, sizeOf)
 	return append(plan,
-		backend.MemoryItem{Name: "activations", Bytes: 4 * (L*perLayer + once)},
+		backend.MemoryItem{Name: "activations", Bytes: act*(L*perLayer+once) + f32*(L*perLayerStats+onceStats)},
 		backend.MemoryItem{Name: "tokens", Bytes: 4 * (4*BT + int64(B))},
 	)
 }
@@ -302,7 +327,7 @@ func (m *Model) ForwardBatch(b Batch) (float32, error) {
 	if err := m.checkBatch(b); err != nil {
 		return 0, err
 	}
-	c, be, p, a := m.Config, m.be, &m.params, &m.a
+	c, be, p, a := m.Config, m.be, &m.fwd, &m.a
 	defer backend.Scope(be, "forward")()
 	B, T := b.B, b.T
 	BT, C, NH, V, Vp := B*T, c.Channels, c.NumHeads, c.VocabSize, c.PaddedVocabSize
@@ -416,7 +441,7 @@ func (m *Model) ForwardBatch(b Batch) (float32, error) {
 
 // mlpForward runs block l's MLP on in (BT,C): fcproj[l] = fcproj(gelu(fc(in))).
 func (m *Model) mlpForward(l int, in backend.Buf, BT int) {
-	p, a, C := &m.params, &m.a, m.Config.Channels
+	p, a, C := &m.fwd, &m.a, m.Config.Channels
 	m.be.MatmulForward(a.fch[l], in, p.fcw[l], p.fcb[l], BT, C, 4*C)
 	m.geluForward(a.fchGelu[l], a.fch[l], BT*4*C)
 	m.be.MatmulForward(a.fcproj[l], a.fchGelu[l], p.fcprojw[l], p.fcprojb[l], BT, 4*C, C)
@@ -555,7 +580,7 @@ func (m *Model) backward(lossScale float32, g *paramViews) error {
 	if m.masked == 0 {
 		return nil
 	}
-	c, be, p, a := m.Config, m.be, &m.params, &m.a
+	c, be, p, a := m.Config, m.be, &m.fwd, &m.a
 	defer backend.Scope(be, "backward")()
 	B, T, M := m.B, m.T, m.masked
 	BT, C, V, Vp := B*T, c.Channels, c.VocabSize, c.PaddedVocabSize
@@ -635,7 +660,7 @@ func (m *Model) backward(lossScale float32, g *paramViews) error {
 // mlpBackward writes din (BT,C), the gradient of block l's MLP input in (BT,C), given dout, the
 // gradient of its output fcproj[l], and accumulates the MLP's parameter gradients.
 func (m *Model) mlpBackward(g *paramViews, l int, dout, din, in backend.Buf, BT int) {
-	p, a, C := &m.params, &m.a, m.Config.Channels
+	p, a, C := &m.fwd, &m.a, m.Config.Channels
 	m.be.MatmulBackward(a.dfchGelu, g.fcprojw[l], g.fcprojb[l], dout, a.fchGelu[l], p.fcprojw[l], BT, 4*C, C)
 	m.geluBackward(a.dfch, a.fch[l], a.dfchGelu, BT*4*C)
 	m.be.MatmulBackward(din, g.fcw[l], g.fcb[l], a.dfch, in, p.fcw[l], BT, C, 4*C)
@@ -644,7 +669,7 @@ func (m *Model) mlpBackward(g *paramViews, l int, dout, din, in backend.Buf, BT 
 // attentionBackward writes din (BT,C), the gradient of block l's attention input in, given dout,
 // the gradient of its output attproj[l], and accumulates the attention's parameter gradients.
 func (m *Model) attentionBackward(g *paramViews, l int, dout, din, in backend.Buf, B, T int) {
-	p, a, C, NH := &m.params, &m.a, m.Config.Channels, m.Config.NumHeads
+	p, a, C, NH := &m.fwd, &m.a, m.Config.Channels, m.Config.NumHeads
 	BT := B * T
 	m.be.MatmulBackward(a.datty, g.attprojw[l], g.attprojb[l], dout, a.atty[l], p.attprojw[l], BT, C, C)
 	m.be.AttentionBackward(a.dqkv, a.datty, a.qkv[l], a.atty[l], a.attLse[l], B, T, C, NH, m.mask)

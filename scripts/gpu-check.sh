@@ -42,7 +42,7 @@ root=$(pwd)
 # CPU's exact emulation), PyTorch-parity fixture, exact resume (fp32 and bf16/fp16); and the CPU
 # backend's own tests, which run the AVX-512 kernel on a host CPU that has it.
 if p1; then
-for spec in cuda:backend/cuda cpu:backend/cpu gpt:gpt train:train; do
+for spec in cuda:backend/cuda cpu:backend/cpu gpt:gpt bert:bert train:train; do
   t=${spec%%:*} dir=${spec#*:}
   if [ ! -x "$bin/$t.test" ]; then row "go test ./$dir" "MISSING" "run scripts/gpu-build.sh"; continue; fi
   start=$(date +%s)
@@ -53,7 +53,8 @@ for spec in cuda:backend/cuda cpu:backend/cpu gpt:gpt train:train; do
   grep -E -- '--- FAIL|--- SKIP|relative L2|skipped' "$work/test-$t.log" | head -60 > "$work/test-$t.summary"
 done
 # The mixed-precision checks by name, so their rows show even when the package passes as a whole.
-for spec in cuda:TestOps16MatchCPU cuda:TestConvertMatchesCPUBits gpt:TestCUDAMixedPrecisionTracksCPU train:TestCUDAMixedPrecisionResumeIsBitIdentical; do
+for spec in cuda:TestOps16MatchCPU cuda:TestConvertMatchesCPUBits gpt:TestCUDAMixedPrecisionTracksCPU train:TestCUDAMixedPrecisionResumeIsBitIdentical \
+    bert:TestCUDAForwardBackwardMatchesPyTorch bert:TestCUDATenAdamWStepsMatchPyTorch bert:TestCUDAMixedPrecisionMatchesPyTorch; do
   t=${spec%%:*} name=${spec#*:}
   log=$work/test-$t.log
   [ -f "$log" ] || continue
@@ -141,6 +142,34 @@ if "$bin/gpt2go" bench --device cuda --model gpt2-xl --batch-size 512 --seq-len 
   row "a model too big for the GPU" "FAIL" "gpt2-xl at B=512 T=1024 did not stop"
 else
   row "a model too big for the GPU" "ok" "$(tail -1 "$work/oom.log" | cut -c1-150)"
+fi
+
+# The BERT encoder end to end: char-level masked-language modelling on Shakespeare, 300 steps of
+# scripts/shakespeare-bert.sh's model, on the CPU in fp32 (the reference) and on the GPU in fp32,
+# bf16 and fp16; the same seed masks the same positions, so the val losses must agree closely.
+if [ -n "$GPT2GO_SHAKESPEARE" ]; then
+  "$bin/gpt2go" prepare --input "$GPT2GO_SHAKESPEARE" --out "$work/bert-data" --tokenizer char --bert-specials > "$work/bert-prepare.log" 2>&1
+  bt=(train --arch bert --data "$work/bert-data" --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --seq-len 64
+      --batch-size 32 --steps 300 --pre-ln --lr 3e-3 --min-lr 1e-4 --warmup 30 --weight-decay 0.01 --beta2 0.99
+      --eps 1e-6 --grad-clip 1 --shuffle=false --eval-every 100 --eval-batches 10 --ckpt-every 0 --log-every 50
+      --force --tensorboard=false)
+  bvals() { grep -o '"val_loss":[0-9.]*' "$1/log.jsonl" 2>/dev/null | cut -d: -f2; }
+  for run in cpu:fp32 cuda:fp32 cuda:bf16 cuda:fp16; do
+    dev=${run%%:*} prec=${run#*:} dir=$work/bert-$dev-$prec
+    start=$(date +%s)
+    if "$bin/gpt2go" "${bt[@]}" --device $dev --precision $prec --out "$dir" > "$dir.log" 2>&1; then
+      ms=$(grep -o '"ms":[0-9.]*' "$dir/log.jsonl" | tail -5 | cut -d: -f2 | sort -g | sed -n 3p)
+      if [ "$run" = cpu:fp32 ]; then
+        row "bert char 300 steps, cpu fp32" "ok" "val loss $(bvals "$dir" | tr '\n' ' ')(${ms:-?} ms/step)"
+      else
+        worst=$(paste <(bvals "$dir") <(bvals "$work/bert-cpu-fp32") | awk '{d=$1-$2; if (d<0) d=-d; if (d>m) m=d} END {printf "%.4f", m}')
+        st=$(awk -v w="$worst" 'BEGIN {print (w <= 0.05) ? "ok" : "FAIL"}')
+        row "bert char 300 steps, cuda $prec" "$st" "val loss $(bvals "$dir" | tr '\n' ' ')max |val - cpu| $worst (<= 0.05), ${ms:-?} ms/step"
+      fi
+    else
+      row "bert char, $dev $prec" "FAIL" "$(tail -1 "$dir.log" | cut -c1-150)"
+    fi
+  done
 fi
 
 # 5. Data parallel through NCCL: torchrun starts one rank on the GPU, which goes through the whole

@@ -177,8 +177,6 @@ func (c Config) validateArch() error {
 		return fmt.Errorf("unknown --arch %q; use %s", c.Arch, strings.Join(Architectures, " or "))
 	}
 	switch {
-	case c.ModelPrecision().Mixed():
-		return fmt.Errorf("--arch bert trains in fp32 or tf32 so far; pass --precision fp32 (or tf32 on a GPU)")
 	case c.SeqLen < 3:
 		return fmt.Errorf("--seq-len %d is too short for BERT: a sequence is [CLS], at least one token, [SEP]; use --seq-len >= 3", c.SeqLen)
 	case c.Init != "":

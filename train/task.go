@@ -52,7 +52,7 @@ func (t *Trainer) newTask(par gpt.Parallel) (task, error) {
 	if cfg.Tokenizer != nil && cfg.Tokenizer.Specials != nil {
 		specials = *cfg.Tokenizer.Specials
 	}
-	m, err := bert.NewParallel(t.be, cfg.BERT(), cfg.BatchSize, cfg.SeqLen, par)
+	m, err := bert.NewParallel(t.be, cfg.BERT(), cfg.BatchSize, cfg.SeqLen, cfg.ModelPrecision(), par)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,6 +87,49 @@ func TestBERTTrainResume(t *testing.T) {
 	sameRun(t, whole, parted, 12)
 }
 
+// BERT in 16-bit precision (the CPU's emulation): a bf16 run says so, learns, resumes bit for
+// bit, and its checkpoint (fp32 master weights) fills in fp32; an fp16 run logs its loss scale.
+func TestBERTMixedPrecision(t *testing.T) {
+	dataDir := preparedBERT(t)
+	whole := filepath.Join(t.TempDir(), "whole")
+	args := []string{"--pre-ln", "--lr", "3e-3", "--precision", "bf16"}
+	out := mustRun(t, bertArgs(dataDir, whole, args...)...)
+	if !strings.Contains(out, "precision: bf16 (fp32 master weights") {
+		t.Fatalf("the first log lines do not give the precision:\n%s", out)
+	}
+	losses := readLosses(t, whole)
+	if !(losses[12] < losses[1]-0.5) {
+		t.Fatalf("bf16 MLM loss %v at step 1, %v at step 12: not learning", losses[1], losses[12])
+	}
+	fp32 := filepath.Join(t.TempDir(), "fp32")
+	mustRun(t, bertArgs(dataDir, fp32, "--pre-ln", "--lr", "3e-3")...)
+	if l := readLosses(t, fp32); l[1] == losses[1] || math.Abs(l[1]-losses[1]) > 0.01*l[1] {
+		t.Errorf("step 1 MLM loss: bf16 %v, fp32 %v; want close but not equal", losses[1], l[1])
+	}
+	parted := filepath.Join(t.TempDir(), "parted")
+	mustRun(t, bertArgs(dataDir, parted, append(args, "--stop-at", "6")...)...)
+	mustRun(t, "train", "--resume", parted, "--threads", "1")
+	sameRun(t, whole, parted, 12)
+	if fill := mustRun(t, "fill", "--ckpt", whole, "--text", "func [MASK]ain", "--threads", "1"); !strings.Contains(fill, "filled: func ") {
+		t.Fatalf("fill of a bf16 run printed:\n%s", fill)
+	}
+
+	half := filepath.Join(t.TempDir(), "fp16")
+	mustRun(t, bertArgs(dataDir, half, "--precision", "fp16", "--steps", "4")...)
+	steps := 0
+	for i, line := range logLines(t, half) {
+		if bytes.Contains(line, []byte(`"loss":`)) {
+			steps++
+			if !bytes.Contains(line, []byte(`"loss_scale":65536`)) {
+				t.Fatalf("fp16 log line %d lacks the loss scale 65536: %s", i, line)
+			}
+		}
+	}
+	if steps == 0 {
+		t.Fatal("the fp16 run logged no training step")
+	}
+}
+
 // Data-parallel BERT: 2 ranks give the bits of one process with --grad-accum 2 (the masks are
 // seeded by the global micro-batch index), with DDP and ZeRO-1.
 func TestBERTDataParallelMatchesGradAccum(t *testing.T) {
@@ -120,7 +165,6 @@ func TestBERTTrainErrors(t *testing.T) {
 	dir := t.TempDir()
 	mustFail(t, "prepare it with --bert-specials", bertArgs(plain, filepath.Join(dir, "a"))...)
 	mustFail(t, "--pre-ln is a BERT option; add --arch bert", trainArgs(plain, filepath.Join(dir, "b"), "--pre-ln")...)
-	mustFail(t, "--arch bert trains in fp32 or tf32 so far", bertArgs(bertData, filepath.Join(dir, "c"), "--precision", "bf16")...)
 	mustFail(t, `unknown --arch "t5"`, bertArgs(bertData, filepath.Join(dir, "d"), "--arch", "t5")...)
 	mustFail(t, "too short for BERT", bertArgs(bertData, filepath.Join(dir, "e"), "--seq-len", "2")...)
 	mustFail(t, "is a GPT-2 model", "fill", "--ckpt", gptRunOf(t), "--text", "a [MASK]")

@@ -325,12 +325,6 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		opts.RunDir, opts.Force = out, force
 	}
 	cfg.Precision = dev.precision // used unless resuming without --precision (then the run's own)
-	if mf.arch == "bert" && !set["precision"] && cfg.ModelPrecision().Mixed() {
-		// The GPU's 16-bit default is GPT-2's; the encoder trains with fp32 storage so far
-		// (TF32 matmuls where --tf32 allows them).
-		fmt.Fprintf(stderr, "note: --arch bert trains with fp32 weights and activations (not the GPU's default %s)\n", cfg.Precision)
-		cfg.Precision = "fp32"
-	}
 	opts.Backend, opts.Config = be, cfg
 	opts.Comm, opts.Zero, opts.OverlapGrads = df.comm, df.zero == 1, df.overlap
 	stop, err := startCPUProfile(cpuProfile)
