@@ -1,9 +1,13 @@
 package bert_test
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/gpt2go/gpt2go/bert"
@@ -176,5 +180,54 @@ func TestMaskErrors(t *testing.T) {
 	}
 	if !slices.Equal(in, only) || !slices.Equal(tg, []int32{-1, -1, -1, -1}) {
 		t.Errorf("specials-only window masked: inputs %v targets %v", in, tg)
+	}
+}
+
+// Masker draws exactly what tools/reference/shakespeare_bert.py's Python port of it (GoMasker:
+// Go's PCG, Rand.IntN and Float64 rewritten in Python) draws, so that script's PyTorch run masks
+// the same positions with the same replacements as a gpt2go run; the fixture is that port's
+// output (--mask-fixture), for two vocabularies and seeds, steps and micro-batches that use
+// every bit of the seeding.
+func TestMaskMatchesPythonPort(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "go_masker.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fx struct {
+		Cases []struct {
+			VocabSize int `json:"vocab_size"`
+			Specials  struct {
+				PAD, UNK, CLS, SEP, MASK int
+			}
+			Seed                    string
+			Step, Micro, B, T       int
+			Tokens, Inputs, Targets []int32
+		}
+	}
+	if err := json.Unmarshal(raw, &fx); err != nil {
+		t.Fatal(err)
+	}
+	if len(fx.Cases) == 0 {
+		t.Fatal("the fixture has no cases")
+	}
+	for i, c := range fx.Cases {
+		seed, err := strconv.ParseUint(c.Seed, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := tokenizer.Specials{PAD: c.Specials.PAD, UNK: c.Specials.UNK, CLS: c.Specials.CLS, SEP: c.Specials.SEP, MASK: c.Specials.MASK}
+		mk, err := bert.NewMasker(sp, c.VocabSize, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := c.B * c.T
+		inputs, targets := make([]int32, n), make([]int32, n)
+		if err := mk.Mask(inputs, targets, c.Tokens, c.B, c.T, c.Step, c.Micro); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(inputs, c.Inputs) || !slices.Equal(targets, c.Targets) {
+			t.Errorf("case %d (seed %d, step %d, micro %d): Go masks\n inputs %v\ntargets %v\nPython port\n inputs %v\ntargets %v",
+				i, seed, c.Step, c.Micro, inputs, targets, c.Inputs, c.Targets)
+		}
 	}
 }

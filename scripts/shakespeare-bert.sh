@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Char-level BERT on Tiny Shakespeare: a pre-LN encoder (4 layers, 4 heads, 128 wide, 0.83M
 # params) trained by masked-language modelling for STEPS steps of 32 x 64 characters, read in
-# order, then `gpt2go fill` on a few lines. With COMPARE=1 the same model, data order, masking rule,
-# AdamW and schedule run in PyTorch (tools/reference/shakespeare_bert.py, Debian's torch for
-# /usr/bin/python3) and a table compares the two runs' final MLM loss and masked-char accuracy.
+# order, then `gpt2go fill` on a few lines. With COMPARE=1 the same model, data order, AdamW and
+# schedule run in PyTorch (tools/reference/shakespeare_bert.py, Debian's torch for
+# /usr/bin/python3), from gpt2go's initial weights (its step-0 checkpoint) and with gpt2go's masks
+# draw for draw, and a table compares the two runs step by step and at the end.
 # Give torch a fast BLAS first (apt-get install libopenblas0-pthread): with Debian's reference
 # BLAS a step takes seconds.
 #
@@ -51,7 +52,8 @@ done
 if [ "${COMPARE:-0}" = 1 ]; then
   start=$(date +%s)
   /usr/bin/python3 tools/reference/shakespeare_bert.py --data "$data" --threads 2 --log-every 50 \
-    --block-size 64 --json "$run/pytorch.json" "${hp[@]}"
+    --block-size 64 --init-from "$run/checkpoints/step_00000000.safetensors" --masks go \
+    --json "$run/pytorch.json" "${hp[@]}"
   echo "pytorch: trained in $(($(date +%s) - start)) s"
   /usr/bin/python3 - "$run" <<'PY'
 import json, statistics, sys
@@ -67,5 +69,18 @@ print("|---|---|---|")
 for k, name in [("final_train_loss", "train MLM loss (mean of the last 20 steps)"), ("val_loss", "val MLM loss"),
                 ("val_acc", "val masked-char accuracy"), ("ms_per_step", "ms/step (median)")]:
     print("| %s | %.4f | %.4f |" % (name, go[k], ref[k]))
+# Step by step: the same weights and masks, so the losses agree to rounding until it grows.
+print()
+print("| step | gpt2go train loss | PyTorch | gpt2go val loss | PyTorch val | gpt2go val acc | PyTorch val acc |")
+print("|---|---|---|---|---|---|---|")
+vals = {e["step"]: e for e in log if "val_loss" in e}
+pvals = {h["step"]: h for h in ref["val_history"]}
+for e in train:
+    s = e["step"]
+    if s in (1, 10, 50, 100) or s in vals:
+        v, pv = vals.get(s), pvals.get(s)
+        print("| %d | %.4f | %.4f | %s | %s | %s | %s |" % (s, e["loss"], ref["train_losses"][s - 1],
+              "%.4f" % v["val_loss"] if v else "", "%.4f" % pv["val_loss"] if pv else "",
+              "%.4f" % v["val_acc"] if v else "", "%.4f" % pv["val_acc"] if pv else ""))
 PY
 fi

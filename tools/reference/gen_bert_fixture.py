@@ -186,26 +186,31 @@ class TinyBERT(nn.Module):
         self.wte[V:].zero_()
         self.outb[V:].zero_()
 
-    def named_tensors(self, get):
-        """(name, tensor) in bert.Config.ParamSpecs order, per-layer tensors stacked."""
-        def stack(f):
-            return torch.stack([get(f(blk)) for blk in self.blocks])
-        out = [("wte", get(self.wte)), ("wpe", get(self.wpe))]
+    def gpt2go_params(self):
+        """(name, parameter) in bert.Config.ParamSpecs order; a per-layer tensor's entry is the
+        list of its L parameters, which gpt2go stores stacked (L, ...)."""
+        def layers(f):
+            return [f(blk) for blk in self.blocks]
+        out = [("wte", self.wte), ("wpe", self.wpe)]
         if self.wtype is not None:
-            out.append(("wtype", get(self.wtype)))
-        out += [("embedlnw", get(self.embedln.weight)), ("embedlnb", get(self.embedln.bias))]
+            out.append(("wtype", self.wtype))
+        out += [("embedlnw", self.embedln.weight), ("embedlnb", self.embedln.bias)]
         for name, f in [("qkvw", lambda b: b.qkv.weight), ("qkvb", lambda b: b.qkv.bias),
                         ("attprojw", lambda b: b.attproj.weight), ("attprojb", lambda b: b.attproj.bias),
                         ("ln1w", lambda b: b.ln1.weight), ("ln1b", lambda b: b.ln1.bias),
                         ("fcw", lambda b: b.fc.weight), ("fcb", lambda b: b.fc.bias),
                         ("fcprojw", lambda b: b.fcproj.weight), ("fcprojb", lambda b: b.fcproj.bias),
                         ("ln2w", lambda b: b.ln2.weight), ("ln2b", lambda b: b.ln2.bias)]:
-            out.append((name, stack(f)))
+            out.append((name, layers(f)))
         if self.lnf is not None:
-            out += [("lnfw", get(self.lnf.weight)), ("lnfb", get(self.lnf.bias))]
-        return out + [("headw", get(self.head.weight)), ("headb", get(self.head.bias)),
-                      ("headlnw", get(self.headln.weight)), ("headlnb", get(self.headln.bias)),
-                      ("outb", get(self.outb))]
+            out += [("lnfw", self.lnf.weight), ("lnfb", self.lnf.bias)]
+        return out + [("headw", self.head.weight), ("headb", self.head.bias),
+                      ("headlnw", self.headln.weight), ("headlnb", self.headln.bias), ("outb", self.outb)]
+
+    def named_tensors(self, get):
+        """(name, tensor) in bert.Config.ParamSpecs order, per-layer tensors stacked."""
+        return [(name, torch.stack([get(q) for q in p]) if isinstance(p, list) else get(p))
+                for name, p in self.gpt2go_params()]
 
 
 # ---- data -------------------------------------------------------------------

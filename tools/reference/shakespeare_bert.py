@@ -7,9 +7,16 @@ A side-by-side check for `gpt2go train --arch bert`: it trains the same BERT
 encoder, on the same tokens, with the same masking rule, optimizer, schedule
 and evaluation, in float32 on the CPU, so that the two runs' final MLM
 validation loss and masked-token accuracy can be compared (and their ms/step,
-with the caveat below). It does not reproduce gpt2go's bits: the random
-streams (initial weights, masks) are torch's, not Go's PCG, so the curves
-agree statistically, not exactly.
+with the caveat below).
+
+With --init-from RUN/checkpoints/step_00000000.safetensors (gpt2go's initial
+weights) and the default --masks go (gpt2go's masks, draw for draw: a Python
+port of bert.Masker and Go's PCG, checked against Go by bert/mask_test.go),
+the two runs start from the same weights and see the same masked batches, so
+their losses agree to float32 rounding at first (measured: step 1 to 4
+decimals, and the same masked-token counts) and drift apart only as rounding
+differences grow. Without them (own init from torch's generator, or --masks
+torch) the runs agree statistically, not step by step.
 
 How it mirrors gpt2go
 ---------------------
@@ -28,6 +35,7 @@ gpt2go's default) stay zero and never reach the loss.
 
 Init (bert.Model.Init): wte (real rows), wpe, wtype and every Linear weight
 N(0, 0.02); biases and outb 0; LayerNorm weights 1, biases 0; padded wte rows 0.
+Drawn from torch's generator, or --init-from a gpt2go checkpoint's weights.
 
 Data (data.Dataset, data.Loader). --data is a directory made by
   gpt2go prepare --tokenizer char --bert-specials --input tinyshakespeare.txt --out DIR
@@ -51,9 +59,12 @@ uniformly without replacement (19 of 126 at T = 128); each chosen input becomes
 [MASK] with probability 0.8, a uniformly drawn non-special token with 0.1, and
 stays itself with 0.1; the target is the original token there and ignored
 elsewhere. The loss is the mean cross-entropy over the batch's chosen
-positions. Training masks come from a torch generator seeded with --seed; the
-validation masks are drawn once from a generator with a fixed seed
-(--eval-seed), so every evaluation scores the same masked positions. Val loss
+positions. With --masks go the draws are gpt2go's: training batch s (0-based)
+is masked by a PCG seeded from (--seed, s, 0), validation batch i by one seeded
+from (--seed ^ 0x76616c5f6d61736b, 0, i). With --masks torch, training masks
+come from a torch generator seeded with --seed and the validation masks from
+one with a fixed seed (--eval-seed). Either way every evaluation scores the
+same masked positions. Val loss
 = total cross-entropy over all masked positions of the eval batches / their
 number; val accuracy = positions whose argmax logit (over the real vocabulary,
 first index on ties) is the target / their number. The batch accuracy in the
@@ -96,6 +107,7 @@ import json
 import math
 import os
 import statistics
+import struct
 import sys
 import time
 
@@ -195,7 +207,8 @@ def spread_rows(shards, B, W, batches):
 
 
 class Masker:
-    """bert.Masker's rule with a torch generator."""
+    """bert.Masker's rule with a torch generator (--masks torch): the same distribution as
+    gpt2go's masks, not the same draws. step and micro are ignored: the generator runs on."""
 
     def __init__(self, meta, seed):
         sp = meta["specials"]
@@ -214,7 +227,7 @@ class Masker:
         B = rows.shape[0]
         return torch.cat([torch.full((B, 1), self.cls), rows, torch.full((B, 1), self.sep)], dim=1)
 
-    def __call__(self, tokens):
+    def __call__(self, tokens, step, micro):
         """(inputs, targets) for (B, T) tokens; targets -1 where not chosen."""
         inputs, targets = tokens.clone(), torch.full_like(tokens, -1)
         g = self.gen
@@ -230,6 +243,81 @@ class Masker:
             new = torch.where(r < 0.8, torch.full_like(rand_tok, self.mask),
                               torch.where(r < 0.9, rand_tok, tokens[b, chosen]))
             inputs[b, chosen] = new
+        return inputs, targets
+
+
+M64, M128 = (1 << 64) - 1, (1 << 128) - 1
+PCG_MUL = (2549297995355413924 << 64) | 4865540595714422341
+PCG_INC = (6364136223846793005 << 64) | 1442695040888963407
+
+
+class GoPCG:
+    """Go's math/rand/v2 PCG (128-bit LCG, DXSM output) with Rand's IntN and Float64: the same
+    numbers as rand.New(rand.NewPCG(seed1, seed2)) draws."""
+
+    def __init__(self, seed1, seed2):
+        self.state = ((seed1 & M64) << 64) | (seed2 & M64)
+
+    def uint64(self):
+        self.state = (self.state * PCG_MUL + PCG_INC) & M128
+        hi, lo = self.state >> 64, self.state & M64
+        hi ^= hi >> 32
+        hi = (hi * 0xDA942042E4DD58B5) & M64
+        hi ^= hi >> 48
+        return (hi * (lo | 1)) & M64
+
+    def intn(self, n):
+        """Rand.IntN: Lemire's multiply-shift with rejection; a power of two masks."""
+        if n & (n - 1) == 0:
+            return self.uint64() & (n - 1)
+        prod = self.uint64() * n
+        if prod & M64 < n:
+            thresh = ((1 << 64) - n) % n
+            while prod & M64 < thresh:
+                prod = self.uint64() * n
+        return prod >> 64
+
+    def float64(self):
+        return (self.uint64() & ((1 << 53) - 1)) / float(1 << 53)
+
+
+class GoMasker(Masker):
+    """bert.Masker exactly (--masks go, the default): a PCG seeded by (seed, step, micro-batch),
+    a partial Fisher-Yates shuffle over the row's non-special positions, one Float64 per chosen
+    position, random tokens drawn by rejection from the whole vocabulary. gpt2go's training
+    masks use (--seed, step, 0) with 0-based steps; its validation masks use (--seed ^
+    VAL_MASK_SEED, 0, batch)."""
+
+    VAL_MASK_SEED = 0x76616C5F6D61736B  # train.valMaskSeed
+
+    def __init__(self, meta, seed):
+        super().__init__(meta, 0)
+        self.seed = seed & M64
+        self.special_list = self.special.tolist()
+
+    def __call__(self, tokens, step, micro):
+        rng = GoPCG(self.seed ^ 0x5851F42D4C957F2D, ((step << 20) ^ micro) & M64)
+        inputs, targets = tokens.clone(), torch.full_like(tokens, -1)
+        rows = tokens.tolist()
+        for b, seq in enumerate(rows):
+            order = [t for t, tok in enumerate(seq) if not self.special_list[tok]]
+            if not order:
+                continue
+            n = max(1, int(math.floor(MASK_RATE * len(order) + 0.5)))
+            for i in range(n):
+                j = i + rng.intn(len(order) - i)
+                order[i], order[j] = order[j], order[i]
+                t = order[i]
+                targets[b, t] = seq[t]
+                r = rng.float64()
+                if r < 0.8:
+                    inputs[b, t] = self.mask
+                elif r < 0.9:
+                    while True:
+                        tok = rng.intn(self.V)
+                        if not self.special_list[tok]:
+                            break
+                    inputs[b, t] = tok
         return inputs, targets
 
 
@@ -282,6 +370,36 @@ class MLMBert(fx.TinyBERT):
                 + [lin.weight for lin in self.linears()])
 
 
+@torch.no_grad()
+def load_gpt2go(model, path):
+    """Copies the weights of a gpt2go BERT checkpoint (safetensors, gpt2go-checkpoint format,
+    tensors named as bert.Config.ParamSpecs) into model; the AdamW state is not read, so this is
+    a start from its weights at a fresh optimizer, which for a step-0 checkpoint is exactly
+    gpt2go's start."""
+    try:
+        with open(path, "rb") as f:
+            tensors, meta = fx.ref.read_safetensors(f.read())
+    except OSError as e:
+        sys.exit(f"--init-from {path}: {e.strerror}; give a gpt2go checkpoint file "
+                 "(RUN/checkpoints/step_NNNNNNNN.safetensors)")
+    except (ValueError, KeyError, struct.error) as e:
+        sys.exit(f"--init-from {path}: not a safetensors file ({e})")
+    if meta.get("format") != "gpt2go-checkpoint" or json.loads(meta.get("config", "{}")).get("arch") != "bert":
+        sys.exit(f"--init-from {path}: not a gpt2go BERT checkpoint")
+    for name, p in model.gpt2go_params():
+        ps = p if isinstance(p, list) else [p]
+        want = (len(ps),) + tuple(ps[0].shape) if isinstance(p, list) else tuple(p.shape)
+        t = tensors.get(name)
+        if t is None or tuple(t.shape) != want:
+            got = "missing" if t is None else f"shape {tuple(t.shape)}"
+            sys.exit(f"--init-from {path}: tensor {name} is {got}, this model needs {want}; "
+                     "give the same --n-layer/--n-head/--n-embd/--block-size/--pre-ln as the gpt2go run")
+        src = torch.from_numpy(np.array(t, dtype=np.float32))
+        for i, q in enumerate(ps):
+            q.copy_(src[i] if isinstance(p, list) else src)
+    print(f"init: the weights of {path} (gpt2go step {meta.get('step', '?')})")
+
+
 def mlm_step(model, inputs, targets):
     """(mean loss tensor, summed loss, correct, masked) of one masked batch."""
     rows = torch.nonzero(targets.reshape(-1) >= 0).flatten()
@@ -317,7 +435,10 @@ def evaluate(model, eval_set):
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", required=True, help="directory made by gpt2go prepare --bert-specials")
+    p.add_argument("--data", help="directory made by gpt2go prepare --bert-specials")
+    p.add_argument("--mask-fixture", metavar="PATH",
+                   help="only write GoMasker's masks for a few cases to PATH (JSON) and exit: "
+                        "bert/mask_test.go checks that Go's bert.Masker draws the same")
     p.add_argument("--n-layer", type=int, default=4)
     p.add_argument("--n-head", type=int, default=4)
     p.add_argument("--n-embd", type=int, default=256)
@@ -339,12 +460,23 @@ def parse_args(argv):
     p.add_argument("--grad-clip", type=float, default=1.0, help="0 = off")
     p.add_argument("--eval-every", type=int, default=100, help="0 = only at the end")
     p.add_argument("--eval-batches", type=int, default=20)
-    p.add_argument("--eval-seed", type=int, default=0x5eed, help="seed of the fixed validation masks")
+    p.add_argument("--masks", choices=["go", "torch"], default="go",
+                   help="go: gpt2go's masks draw for draw (bert.Masker with Go's PCG); torch: the same "
+                        "rule from a torch generator")
+    p.add_argument("--eval-seed", type=int, default=0x5eed,
+                   help="seed of the fixed validation masks with --masks torch")
+    p.add_argument("--init-from", help="start from this gpt2go checkpoint's weights (a step-0 "
+                   "checkpoint, RUN/checkpoints/step_00000000.safetensors, gives gpt2go's initial "
+                   "weights) instead of drawing them")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--log-every", type=int, default=50)
     p.add_argument("--json", help="write the summary here")
     a = p.parse_args(argv)
+    if a.mask_fixture:
+        return a
+    if not a.data:
+        p.error("--data is required")
     if a.seq_len < 3:
         p.error("--seq-len must be >= 3 ([CLS] + a token + [SEP])")
     if a.steps < 1 or a.batch_size < 1 or a.eval_batches < 1 or a.log_every < 1:
@@ -355,8 +487,41 @@ def parse_args(argv):
     return a
 
 
+def write_mask_fixture(path):
+    """GoMasker's inputs and targets for token rows with specials (a [PAD] tail, [CLS]/[SEP]) in
+    two vocabularies (69 ids, char + specials; 64, a power of two: Rand.IntN's masking branch),
+    at seeds, steps and micro-batches that exercise every bit of the PCG's seeding."""
+    cases = []
+    for V, specials, seed, step, micro in [
+            (69, {"pad": 65, "unk": -1, "cls": 66, "sep": 67, "mask": 68}, 1337, 0, 0),
+            (69, {"pad": 65, "unk": -1, "cls": 66, "sep": 67, "mask": 68}, 1337, 5, 2),
+            (69, {"pad": 65, "unk": -1, "cls": 66, "sep": 67, "mask": 68}, 1337 ^ GoMasker.VAL_MASK_SEED, 0, 7),
+            (64, {"pad": 60, "unk": 61, "cls": 62, "sep": 63, "mask": 59}, (1 << 64) - 3, 123456, 1)]:
+        B, T = 3, 40
+        meta = {"vocab_size": V, "specials": specials}
+        mk = GoMasker(meta, seed)
+        ordinary = mk.ordinary.tolist()
+        rows = []
+        for b in range(B):
+            n = T - 2 - (9 if b == 1 else 0)  # row 1 ends in [PAD]s
+            body = [ordinary[(i * 7 + 3 * b + 1) % len(ordinary)] for i in range(n)]
+            rows.append([specials["cls"]] + body + [specials["sep"]] + [specials["pad"]] * (T - 2 - n))
+        tokens = torch.tensor(rows, dtype=torch.int64)
+        inputs, targets = mk(tokens, step, micro)
+        cases.append({"vocab_size": V, "specials": specials, "seed": str(seed), "step": step, "micro": micro,
+                      "B": B, "T": T, "tokens": sum(rows, []), "inputs": inputs.flatten().tolist(),
+                      "targets": targets.flatten().tolist()})
+    with open(path, "w") as f:
+        json.dump({"generator": "tools/reference/shakespeare_bert.py --mask-fixture", "cases": cases}, f)
+        f.write("\n")
+    print(f"wrote {path}: {len(cases)} cases")
+
+
 def main(argv):
     a = parse_args(argv)
+    if a.mask_fixture:
+        write_mask_fixture(a.mask_fixture)
+        return 0
     torch.set_num_threads(a.threads)
     B, T = a.batch_size, a.seq_len
     W = T - 2
@@ -367,7 +532,10 @@ def main(argv):
     size_fixture_model(V, Vp, a.n_embd, a.n_head, a.n_layer, a.block_size)
     torch.manual_seed(a.seed)
     model = MLMBert(pre_ln=a.pre_ln, tanh_gelu=False, type_vocab=2)
-    model.init_gpt2go()
+    if a.init_from:
+        load_gpt2go(model, a.init_from)
+    else:
+        model.init_gpt2go()
     n_params = sum(p.numel() for p in model.parameters())
 
     decay = model.decay_params()
@@ -378,9 +546,12 @@ def main(argv):
                             lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
 
     loader = SequentialLoader(train_shards, B, W)
-    masker = Masker(meta, a.seed)
-    eval_masker = Masker(meta, a.eval_seed)
-    eval_set = [eval_masker(eval_masker.window(rows)) for rows in spread_rows(val_shards, B, W, a.eval_batches)]
+    if a.masks == "go":
+        masker, eval_masker = GoMasker(meta, a.seed), GoMasker(meta, a.seed ^ GoMasker.VAL_MASK_SEED)
+    else:
+        masker, eval_masker = Masker(meta, a.seed), Masker(meta, a.eval_seed)
+    eval_set = [eval_masker(eval_masker.window(rows), 0, i)
+                for i, rows in enumerate(spread_rows(val_shards, B, W, a.eval_batches))]
 
     print(f"model: BERT {'pre' if a.pre_ln else 'post'}-LN L={a.n_layer} NH={a.n_head} C={a.n_embd} "
           f"V={V} Vp={Vp} maxT={a.block_size}, {n_params} params; torch {torch.__version__}, "
@@ -395,7 +566,7 @@ def main(argv):
         lr = lr_at(step, a)
         for g in opt.param_groups:
             g["lr"] = lr
-        inputs, targets = masker(masker.window(loader.next()))
+        inputs, targets = masker(masker.window(loader.next()), step, 0)
         opt.zero_grad(set_to_none=True)
         loss, _, correct, masked = mlm_step(model, inputs, targets)
         loss.backward()
@@ -423,7 +594,8 @@ def main(argv):
     if a.json:
         out = {"steps": a.steps, "final_train_loss": final_train, "val_loss": val_loss, "val_acc": val_acc,
                "ms_per_step": ms, "params": n_params, "torch_version": torch.__version__,
-               "threads": torch.get_num_threads(), "val_history": history, "config": vars(a)}
+               "threads": torch.get_num_threads(), "val_history": history, "train_losses": losses,
+               "config": vars(a)}
         with open(a.json, "w") as f:
             json.dump(out, f, indent=2)
             f.write("\n")
