@@ -173,8 +173,8 @@ if [ -n "$GPT2GO_SHAKESPEARE" ]; then
 fi
 
 # 5. Data parallel through NCCL: torchrun starts one rank on the GPU, which goes through the whole
-# communicator path (DDP, then ZeRO-1); its losses must equal a plain run's bit for bit (ZeRO-1's
-# norm is summed per 4096-block on CUDA, so its bits are reported, not required).
+# communicator path (DDP, then ZeRO-1); its losses must equal a plain run's bit for bit (the grad
+# norm is the in-order sum of per-4096-block sums, SumSquaresBlocks, with or without shards).
 if "$py" -c 'import torch.distributed.run' 2>/dev/null && [ -n "$GPT2GO_SHAKESPEARE" ]; then
   dp=(train --data "$GPT2GO_SHAKESPEARE" --device cuda --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --seq-len 64
       --batch-size 12 --steps 30 --eval-every 15 --eval-batches 4 --sample-tokens 0 --ckpt-every 0 --log-every 10
@@ -185,7 +185,7 @@ if "$py" -c 'import torch.distributed.run' 2>/dev/null && [ -n "$GPT2GO_SHAKESPE
     if "$py" -m torch.distributed.run --no-python --standalone --nproc-per-node=1 "$bin/gpt2go" "${dp[@]}" --zero $zero \
         --out "$work/dp-zero$zero" > "$work/dp-zero$zero.log" 2>&1; then
       same=$(cmp -s <(losses "$work/dp-plain") <(losses "$work/dp-zero$zero") && echo "equal" || echo "DIFFERENT")
-      st=ok; [ $zero = 0 ] && [ "$same" != equal ] && st=FAIL
+      st=ok; [ "$same" != equal ] && st=FAIL
       row "torchrun 1 rank, NCCL, --zero $zero" "$st" "losses vs a plain run: $same; $(grep -m1 -o 'NCCL [^,]*' "$work/dp-zero$zero.log")"
     else
       row "torchrun 1 rank, NCCL, --zero $zero" "FAIL" "$(tail -1 "$work/dp-zero$zero.log" | cut -c1-150)"

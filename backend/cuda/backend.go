@@ -43,6 +43,8 @@ type Backend struct {
 		delta   uintptr // attention backward's delta
 		deltaN  int64
 		sumsq   uintptr // sum-of-squares partials and result (doubles)
+		blocks  uintptr // SumSquaresBlocks' per-block sums (doubles)
+		blocksN int64
 	}
 }
 
@@ -123,7 +125,7 @@ var kernelTypes = map[string]struct{ perFormat, perPair, single []string }{
 		"attention_forward_mm64", "attention_backward_dq_mm64", "attention_backward_dkv_mm64"}},
 	"crossentropy.cu": {perFormat: []string{"crossentropy_forward", "crossentropy_backward"}},
 	"elementwise.cu": {perFormat: []string{"gelu_forward", "gelu_backward", "gelu_erf_forward", "gelu_erf_backward", "residual_forward", "residual_backward", "adamw",
-		"sum_squares_partial", "column_sum_partial", "column_sum_reduce"},
+		"sum_squares_partial", "sum_squares_blocks", "column_sum_partial", "column_sum_reduce"},
 		single: []string{"sum_squares_final", "convert_bf16_fp32", "convert_fp16_fp32", "convert_fp32_bf16", "convert_fp32_fp16"}},
 	"encoder.cu": {perFormat: []string{"encoder_forward"}, perPair: []string{"encoder_backward_wte", "encoder_backward_wte_index", "encoder_backward_wpe"}},
 	"layernorm.cu": {perFormat: []string{"layernorm_forward", "layernorm_backward", "layernorm_backward_reduce", "residual_layernorm_forward"},

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"unsafe"
 
@@ -396,6 +397,33 @@ func (be *Backend) SumSquares(x backend.Buf, N int) float64 {
 	}
 	return out
 }
+
+// SumSquaresBlocks implements backend.BlockSumSquarer: one kernel, a thread block of `threads`
+// per block of x (see sum_squares_blocks), then one copy of the len(dst) sums to the host. The
+// gradient norm (gpt.Trainable.GradNorm) and ZeRO-1's shard norms go through it, so a sharded
+// run gets the bits of an unsharded one, in one launch instead of one reduction per block.
+func (be *Backend) SumSquaresBlocks(dst []float64, x backend.Buf, N, block int) {
+	if block <= 0 || block%16 != 0 || len(dst) != (N+block-1)/block {
+		panic(fmt.Sprintf("cuda.SumSquaresBlocks: %d blocks of %d for %d elements", len(dst), block, N))
+	}
+	if len(dst) == 0 {
+		return
+	}
+	sums := be.ensure(&be.scratch.blocks, &be.scratch.blocksN, int64(len(dst)), 8)
+	be.launch("SumSquaresBlocks", "sum_squares_blocks"+formatSuffix(x.DType()), len(dst), threads, 0, func(k *Kernel) {
+		k.Ptr(sums).Ptr(ptrOf(x)).Long(int64(N)).Int(block)
+	})
+	if be.err == nil {
+		be.fail(be.g.DtoH(unsafe.Pointer(&dst[0]), sums, int64(8*len(dst))))
+	}
+	if be.err != nil {
+		for i := range dst {
+			dst[i] = math.NaN()
+		}
+	}
+}
+
+var _ backend.BlockSumSquarer = (*Backend)(nil)
 
 // WarpSize is the number of threads in a warp.
 const WarpSize = 32

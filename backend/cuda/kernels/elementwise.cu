@@ -98,6 +98,32 @@ __device__ __forceinline__ void sum_squares_partial_t(double* partial, const G* 
     }
 }
 
+// sum_squares_blocks: dst[b] = sum of x^2 over x[b*block, min((b+1)*block, N)) in double, one
+// thread block per block of x (backend.BlockSumSquarer). Thread t sums elements t, t+blockDim, ...
+// of its block, then the warps' sums are added in a fixed tree: the order depends only on the
+// block's contents and blockDim (fixed by the caller), never on where the block lies in a larger
+// buffer, so a shard's blocks give the bits the whole buffer's do.
+template <typename G>
+__device__ __forceinline__ void sum_squares_blocks_t(double* dst, const G* x, long N, int block) {
+    __shared__ double warps[32];
+    long lo = (long)blockIdx.x * block;
+    long n = min((long)block, N - lo);
+    double s = 0;
+    for (long i = threadIdx.x; i < n; i += blockDim.x) {
+        double xi = ld(x + lo + i);
+        s += xi * xi;
+    }
+    s = warp_sum_d(s);
+    int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
+    if (lane == 0) warps[w] = s;
+    __syncthreads();
+    if (w == 0) {
+        s = lane < blockDim.x / WARP ? warps[lane] : 0.0;
+        s = warp_sum_d(s);
+        if (lane == 0) dst[blockIdx.x] = s;
+    }
+}
+
 // sum_squares_final: out[0] = sum of partial(n) in index order (one thread).
 extern "C" __global__ void sum_squares_final(double* out, const double* partial, int n) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
@@ -145,6 +171,9 @@ __device__ __forceinline__ void column_sum_reduce_t(G* out, const float* partial
         adamw_t(params, grads, m, v, N, grad_scale, decay, beta1, beta2, step_size, bc2_sqrt, eps);                   \
     }                                                                                                                  \
     extern "C" __global__ void sum_squares_partial##S(double* partial, const X* x, long N) { sum_squares_partial_t(partial, x, N); } \
+    extern "C" __global__ void sum_squares_blocks##S(double* dst, const X* x, long N, int block) {                      \
+        sum_squares_blocks_t(dst, x, N, block);                                                                        \
+    }                                                                                                                  \
     extern "C" __global__ void column_sum_partial##S(float* partial, const X* x, int N, int OC, int rows) {            \
         column_sum_partial_t(partial, x, N, OC, rows);                                                                 \
     }                                                                                                                  \
