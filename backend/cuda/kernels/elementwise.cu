@@ -77,16 +77,11 @@ __device__ __forceinline__ void adamw_t(float* params, const G* grads, float* m,
     params[i] = p - step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
 }
 
-// sum_squares_partial: partial(gridDim.x) = sums of x^2 over fixed grid-stride slices of x(N),
-// in double. The grid size is fixed by the caller, so the result does not depend on timing.
-template <typename G>
-__device__ __forceinline__ void sum_squares_partial_t(double* partial, const G* x, long N) {
+// block_sum_d: thread 0 writes *out = the sum of every thread's s over the thread block, in a
+// fixed tree (the lanes of each warp, then the warps' sums in the same way), so the bits depend on
+// blockDim and the values only. Every thread of the block must call it.
+__device__ __forceinline__ void block_sum_d(double s, double* out) {
     __shared__ double warps[32];
-    double s = 0;
-    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (long)gridDim.x * blockDim.x) {
-        double xi = ld(x + i);
-        s += xi * xi;
-    }
     s = warp_sum_d(s);
     int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
     if (lane == 0) warps[w] = s;
@@ -94,8 +89,20 @@ __device__ __forceinline__ void sum_squares_partial_t(double* partial, const G* 
     if (w == 0) {
         s = lane < blockDim.x / WARP ? warps[lane] : 0.0;
         s = warp_sum_d(s);
-        if (lane == 0) partial[blockIdx.x] = s;
+        if (lane == 0) *out = s;
     }
+}
+
+// sum_squares_partial: partial(gridDim.x) = sums of x^2 over fixed grid-stride slices of x(N),
+// in double. The grid size is fixed by the caller, so the result does not depend on timing.
+template <typename G>
+__device__ __forceinline__ void sum_squares_partial_t(double* partial, const G* x, long N) {
+    double s = 0;
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (long)gridDim.x * blockDim.x) {
+        double xi = ld(x + i);
+        s += xi * xi;
+    }
+    block_sum_d(s, partial + blockIdx.x);
 }
 
 // sum_squares_blocks: dst[b] = sum of x^2 over x[b*block, min((b+1)*block, N)) in double, one
@@ -105,7 +112,6 @@ __device__ __forceinline__ void sum_squares_partial_t(double* partial, const G* 
 // buffer, so a shard's blocks give the bits the whole buffer's do.
 template <typename G>
 __device__ __forceinline__ void sum_squares_blocks_t(double* dst, const G* x, long N, int block) {
-    __shared__ double warps[32];
     long lo = (long)blockIdx.x * block;
     long n = min((long)block, N - lo);
     double s = 0;
@@ -113,15 +119,7 @@ __device__ __forceinline__ void sum_squares_blocks_t(double* dst, const G* x, lo
         double xi = ld(x + lo + i);
         s += xi * xi;
     }
-    s = warp_sum_d(s);
-    int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
-    if (lane == 0) warps[w] = s;
-    __syncthreads();
-    if (w == 0) {
-        s = lane < blockDim.x / WARP ? warps[lane] : 0.0;
-        s = warp_sum_d(s);
-        if (lane == 0) dst[blockIdx.x] = s;
-    }
+    block_sum_d(s, dst + blockIdx.x);
 }
 
 // sum_squares_final: out[0] = sum of partial(n) in index order (one thread).
