@@ -144,7 +144,8 @@ class TinyBERT(nn.Module):
         self.headln = nn.LayerNorm(C, eps=LN_EPS)
         self.outb = nn.Parameter(torch.zeros(VP))
 
-    def forward(self, idx, types, lengths):
+    def encode(self, idx, types, lengths):
+        """The encoder's output (b, t, C): embeddings, their LayerNorm, the blocks (and lnf)."""
         t = idx.shape[1]
         x = self.wte[idx] + self.wpe[:t]
         if self.wtype is not None:
@@ -154,6 +155,10 @@ class TinyBERT(nn.Module):
             x = blk(x, lengths)
         if self.lnf is not None:
             x = self.lnf(x)
+        return x
+
+    def forward(self, idx, types, lengths):
+        x = self.encode(idx, types, lengths)
         h = self.headln(self.gelu(self.head(x)))
         return h @ self.wte.t() + self.outb  # (b, t, VP)
 

@@ -332,22 +332,11 @@ def size_fixture_model(V, Vp, C, NH, L, maxT):
 class MLMBert(fx.TinyBERT):
     """gen_bert_fixture's BERT with the MLM head on the masked positions only (as bert.Model)."""
 
-    def encode(self, idx, types):
-        b, t = idx.shape
-        lengths = torch.full((b,), t, dtype=torch.int64)  # full windows: no padding
-        x = self.wte[idx] + self.wpe[:t]
-        if self.wtype is not None:
-            x = x + self.wtype[types]
-        x = self.embedln(x)
-        for blk in self.blocks:
-            x = blk(x, lengths)
-        if self.lnf is not None:
-            x = self.lnf(x)
-        return x
-
     def mlm_logits(self, idx, types, rows):
         """Logits (len(rows), V) over the real vocabulary at flat positions rows of (B*T)."""
-        x = self.encode(idx, types).reshape(-1, fx.C)[rows]
+        b, t = idx.shape
+        lengths = torch.full((b,), t, dtype=torch.int64)  # full windows: no padding
+        x = self.encode(idx, types, lengths).reshape(-1, fx.C)[rows]
         h = self.headln(self.gelu(self.head(x)))
         return h @ self.wte[:fx.V].t() + self.outb[:fx.V]
 
