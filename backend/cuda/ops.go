@@ -40,6 +40,12 @@ func (be *Backend) useMM64(HS int) bool {
 	return HS == 64 && !be.noAttentionMM && be.g.Info.MaxSharedOpt >= mm64DKVShared
 }
 
+// useTensorCores says whether attention in format x at head size HS runs on tensor cores
+// (attention_mma.cu): bf16 and fp16 at head size 64 on sm_80 and later.
+func (be *Backend) useTensorCores(x backend.DType, HS int) bool {
+	return x.Is16() && HS == 64 && be.g.Info.Major >= 8 && !be.noTensorCores
+}
+
 // Every op launches the kernels of its buffers' storage formats: the activations' format X (the
 // format of the op's main input or output, which its other activation buffers must share) picks
 // the variant by formatSuffix, and ops that also write parameter gradients in their own format
@@ -224,7 +230,10 @@ func (be *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int, 
 	sfx := formatSuffix(x)
 	if k, grid, ok := be.attentionTiles(B, T, NH, HS, qkv); ok {
 		name, block, shared := k.forward, attTile, 0
-		if be.useMM64(HS) {
+		switch {
+		case be.useTensorCores(x, HS):
+			name, block = "attention_forward_tc", 128
+		case be.useMM64(HS):
 			name, block, shared = "attention_forward_mm64", 256, mm64FwdShared
 		}
 		be.launch("AttentionForward", name+sfx, grid, block, shared, func(k *Kernel) {
@@ -257,7 +266,10 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T
 	})
 	if k, grid, ok := be.attentionTiles(B, T, NH, HS, qkv, dout); ok {
 		dq, dkv, block, dqShared, dkvShared := k.dq, k.dkv, 2*attTile, 0, 0
-		if be.useMM64(HS) {
+		switch {
+		case be.useTensorCores(x, HS):
+			dq, dkv, block = "attention_backward_dq_tc", "attention_backward_dkv_tc", 128
+		case be.useMM64(HS):
 			dq, dkv, block, dqShared, dkvShared = "attention_backward_dq_mm64", "attention_backward_dkv_mm64", 256, mm64DQShared, mm64DKVShared
 		}
 		be.launch("AttentionBackward", dq+sfx, grid, block, dqShared, func(k *Kernel) {

@@ -87,10 +87,16 @@ func (r *rig) check(name string, p *pair, tol float64) {
 	want, got := make([]float32, n), make([]float32, n)
 	r.cpu.Download(want, p.c)
 	r.gpu.Download(got, p.g)
+	near(r.t, name, want, got, tol)
+}
+
+// near fails when got has a NaN or differs from want by more than tol in relative L2.
+func near(t *testing.T, name string, want, got []float32, tol float64) {
+	t.Helper()
 	var num, den float64
 	for i := range want {
 		if math.IsNaN(float64(got[i])) {
-			r.t.Fatalf("%s: NaN at %d", name, i)
+			t.Fatalf("%s: NaN at %d", name, i)
 		}
 		d := float64(got[i]) - float64(want[i])
 		num += d * d
@@ -98,9 +104,9 @@ func (r *rig) check(name string, p *pair, tol float64) {
 	}
 	rel := math.Sqrt(num / max(den, 1e-30))
 	if rel > tol {
-		r.t.Errorf("%s: relative L2 error %.2e > %.0e", name, rel, tol)
+		t.Errorf("%s: relative L2 error %.2e > %.0e", name, rel, tol)
 	} else {
-		r.t.Logf("%s: relative L2 error %.2e", name, rel)
+		t.Logf("%s: relative L2 error %.2e", name, rel)
 	}
 }
 
@@ -314,46 +320,71 @@ func (r *rig) attentionMasks(causal, padded bool, B, T int) (onCPU, onGPU backen
 	return onCPU, onGPU
 }
 
-// BenchmarkAttention times forward and backward at GPT-2 124M's shape (B=8 T=1024 NH=12 HS=64),
-// tiled (head size 64's backward as matrix products), with the two-lane backward, and one row
-// per block.
+// BenchmarkAttention times forward and backward at GPT-2 124M's shape (B=8 T=1024 NH=12 HS=64,
+// causal) in each storage format and kernel family: fp32 tiled (head size 64 as matrix products),
+// two-lane and one row per block; bf16 and fp16 on tensor cores (sm_80 and later) and on the
+// fp32-FMA tiled kernels. TFLOP/s counts FlashAttention's FLOPs, so that the figures compare with
+// its published ones: 4*HS per (query, key) pair forward (q k^T and p v), 10*HS backward (five
+// products). gpt2go's backward does seven (dq and dkv each recompute s and dp).
 func BenchmarkAttention(b *testing.B) {
 	be, err := New(Options{})
 	if err != nil {
 		b.Skipf("no usable GPU: %v", err)
 	}
+	modes := map[backend.DType][]string{
+		backend.F32:  {"tiled", "two-lane", "naive"},
+		backend.BF16: {"tensor-core", "tiled"},
+		backend.F16:  {"tensor-core", "tiled"},
+	}
+	for _, dt := range []backend.DType{backend.F32, backend.BF16, backend.F16} {
+		if be.CheckDType(dt) != nil {
+			continue
+		}
+		for _, mode := range modes[dt] {
+			if mode == "tensor-core" && !be.useTensorCores(dt, 64) {
+				continue
+			}
+			benchAttention(b, be, dt, mode)
+		}
+	}
+	be.naiveAttention, be.noAttentionMM, be.noTensorCores = false, false, false
+}
+
+func benchAttention(b *testing.B, be *Backend, dt backend.DType, mode string) {
 	const B, T, NH, HS = 8, 1024, 12, 64
 	const C = NH * HS
+	be.naiveAttention, be.noAttentionMM, be.noTensorCores = mode == "naive", mode == "two-lane", mode != "tensor-core"
 	bufs := map[string]backend.Buf{}
 	for name, n := range map[string]int{"qkv": B * T * 3 * C, "out": B * T * C, "lse": B * NH * T, "dout": B * T * C, "dqkv": B * T * 3 * C} {
 		host := make([]float32, n)
 		for i := range host {
 			host[i] = float32(i%13)/13 - 0.5
 		}
-		bufs[name] = be.Alloc(n)
+		if name == "lse" {
+			bufs[name] = be.Alloc(n)
+		} else {
+			bufs[name] = be.AllocDType(n, dt)
+		}
 		be.Upload(bufs[name], host)
 	}
-	// causal attention: 2*HS FLOPs per (query, key) pair forward, 7*HS backward (dq and dkv recompute s and dp).
 	pairs := float64(B*NH) * float64(T) * float64(T+1) / 2
-	for _, mode := range []string{"tiled", "two-lane", "naive"} {
-		be.naiveAttention, be.noAttentionMM = mode == "naive", mode == "two-lane"
-		b.Run("forward/"+mode, func(b *testing.B) {
-			for b.Loop() {
-				be.AttentionForward(bufs["out"], bufs["lse"], bufs["qkv"], B, T, C, NH, backend.AttentionMask{Causal: true})
-				if err := be.Sync(); err != nil {
-					b.Fatal(err)
-				}
+	mask := backend.AttentionMask{Causal: true}
+	b.Run(fmt.Sprintf("forward/%v/%s", dt, mode), func(b *testing.B) {
+		for b.Loop() {
+			be.AttentionForward(bufs["out"], bufs["lse"], bufs["qkv"], B, T, C, NH, mask)
+			if err := be.Sync(); err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(pairs*2*2*HS*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
-		b.Run("backward/"+mode, func(b *testing.B) {
-			for b.Loop() {
-				be.AttentionBackward(bufs["dqkv"], bufs["dout"], bufs["qkv"], bufs["out"], bufs["lse"], B, T, C, NH, backend.AttentionMask{Causal: true})
-				if err := be.Sync(); err != nil {
-					b.Fatal(err)
-				}
+		}
+		b.ReportMetric(pairs*4*HS*float64(b.N)/b.Elapsed().Seconds()/1e12, "TFLOP/s")
+	})
+	b.Run(fmt.Sprintf("backward/%v/%s", dt, mode), func(b *testing.B) {
+		for b.Loop() {
+			be.AttentionBackward(bufs["dqkv"], bufs["dout"], bufs["qkv"], bufs["out"], bufs["lse"], B, T, C, NH, mask)
+			if err := be.Sync(); err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(pairs*2*7*HS*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
-	}
+		}
+		b.ReportMetric(pairs*10*HS*float64(b.N)/b.Elapsed().Seconds()/1e12, "TFLOP/s")
+	})
 }
