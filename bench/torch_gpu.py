@@ -8,11 +8,16 @@ F.scaled_dot_product_attention (--sdpa 1, the default: what nanoGPT uses on a GP
 materialised (T, T) scores (--sdpa 0). --autocast bf16 runs the forward under
 torch.autocast(dtype=torch.bfloat16) (fp32 weights and optimizer, bf16 matmuls and activations
 where autocast chooses them: PyTorch's usual mixed precision, gpt2go's --precision bf16 peer).
+--compile 1 wraps the model in torch.compile (compiled during the warm-up steps, which are not
+timed), --fused-adamw 1 gives AdamW fused=True, and --vocab-pad 0 keeps the vocabulary at 50257
+instead of padding it to 50304: with all of them (and --autocast bf16 --sdpa 1) this is
+build-nanogpt's recipe, the rungs of its speed road one flag at a time (`gpt2go bench --ladder`).
 Times are CUDA-synchronised wall times of whole steps;
 prints one summary line and, with --json, one JSON object.
 
     python3 bench/torch_gpu.py --tf32 1 -B 16 -T 1024 --steps 10 --json
     python3 bench/torch_gpu.py --autocast bf16 -B 16 -T 1024 --steps 10 --json
+    python3 bench/torch_gpu.py --autocast bf16 --compile 1 --fused-adamw 1 -B 16 -T 1024 --json
 """
 
 import argparse
@@ -53,6 +58,9 @@ def main():
     p.add_argument("--sdpa", type=int, default=1, help="1: F.scaled_dot_product_attention, 0: explicit scores")
     p.add_argument("--autocast", default="none", choices=["none", "bf16"],
                    help="bf16: forward under torch.autocast(dtype=torch.bfloat16)")
+    p.add_argument("--compile", type=int, default=0, help="1: torch.compile the model")
+    p.add_argument("--fused-adamw", type=int, default=0, help="1: torch.optim.AdamW(fused=True)")
+    p.add_argument("--vocab-pad", type=int, default=1, help="1: vocabulary padded to 50304, 0: 50257")
     p.add_argument("--warmup-steps", type=int, default=2)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--seed", type=int, default=1337)
@@ -62,16 +70,19 @@ def main():
         sys.exit("torch_gpu.py: PyTorch sees no CUDA GPU")
     torch.backends.cuda.matmul.allow_tf32 = bool(args.tf32)
     torch.backends.cudnn.allow_tf32 = bool(args.tf32)
+    padded = 50304 if args.vocab_pad else 50257
     if args.model == "gpt2":
-        cfg = Config(12, 12, 768, 1024, 50257, 50304)
+        cfg = Config(12, 12, 768, 1024, 50257, padded)
     else:
-        cfg = Config(args.n_layer, args.n_head, args.n_embd, 1024, 50257, 50304)
+        cfg = Config(args.n_layer, args.n_head, args.n_embd, 1024, 50257, padded)
     cfg.sdpa = bool(args.sdpa)
     B, T = args.batch_size, args.seq_len
     torch.manual_seed(args.seed)
     dev = torch.device("cuda")
     model = GPT(cfg).to(dev)
-    opt = model.optimizer()
+    opt = model.optimizer(fused=True) if args.fused_adamw else model.optimizer()
+    if args.compile:
+        model = torch.compile(model)
     x = torch.randint(cfg.vocab_size, (B, T), device=dev)
     y = torch.randint(cfg.vocab_size, (B, T), device=dev)
     times = []
@@ -88,13 +99,15 @@ def main():
     ms = statistics.median(times)
     res = {
         "peer": "torch", "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-        "tf32": bool(args.tf32), "sdpa": bool(args.sdpa), "autocast": args.autocast, "batch_size": B, "seq_len": T,
+        "tf32": bool(args.tf32), "sdpa": bool(args.sdpa), "autocast": args.autocast, "compile": bool(args.compile),
+        "fused_adamw": bool(args.fused_adamw), "padded_vocab": padded, "batch_size": B, "seq_len": T,
         "steps": args.steps, "step_ms": times, "ms_per_step": ms, "min_ms": min(times),
         "tok_per_s": B * T / (ms / 1000), "loss": loss.item(),
         "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30,
     }
     print(f"torch_gpu: {ms:.1f} ms/step (median of {args.steps}), {res['tok_per_s']:.0f} tok/s, "
-          f"tf32={res['tf32']} sdpa={res['sdpa']} autocast={args.autocast} B={B} T={T}, peak {res['peak_mem_gib']:.1f} GiB, {res['device']}")
+          f"tf32={res['tf32']} sdpa={res['sdpa']} autocast={args.autocast} compile={res['compile']} "
+          f"fused_adamw={res['fused_adamw']} vocab={padded} B={B} T={T}, peak {res['peak_mem_gib']:.1f} GiB, {res['device']}")
     if args.json:
         print(json.dumps(res))
 

@@ -5,11 +5,14 @@
 #
 #   PART=1 scripts/gpu-check.sh [OUTDIR]   tests, the 124M speed table, the command line (~6 min)
 #   PART=2 scripts/gpu-check.sh [OUTDIR]   precision curves: char Shakespeare, 124M on BPE (~8 min)
-#   scripts/gpu-check.sh [OUTDIR]          both (over the device tool's 10 minutes a call)
+#   PART=3 scripts/gpu-check.sh [OUTDIR]   the speed ladder: gpt2go's rungs and PyTorch's (build-
+#                                          nanogpt's road, torch.compile included) at B=16 (~6 min)
+#   scripts/gpu-check.sh [OUTDIR]          all three (over the device tool's 10 minutes a call)
 #
 # Logs go to a work folder (/tmp/gpu-check-PART); OUTDIR (default $OUT, when set) gets few files,
 # as the device tool brings back at most 8: summary-PART.txt, profile-124m.txt (part 1),
-# char-val-curves.txt and bpe-124m-precisions.png (part 2), and logs-PART.tgz with everything.
+# char-val-curves.txt and bpe-124m-precisions.png (part 2), ladder.txt (part 3), and
+# logs-PART.tgz with everything.
 #
 # QUICK=1 shortens the Shakespeare char comparison (300 steps instead of 2000).
 set -uo pipefail
@@ -19,6 +22,7 @@ part=${PART:-all}
 work=/tmp/gpu-check-$part
 p1() { [ "$part" = all ] || [ "$part" = 1 ]; }
 p2() { [ "$part" = all ] || [ "$part" = 2 ]; }
+p3() { [ "$part" = all ] || [ "$part" = 3 ]; }
 rm -rf "$work" && mkdir -p "$work"
 bin=.gpubin
 [ -f .gpupack/bin.tar.xz ] && tar xJf .gpupack/bin.tar.xz
@@ -277,16 +281,31 @@ if p2 && [ -n "$GPT2GO_SHAKESPEARE" ]; then
   fi
 fi
 
+# ---------------------------------------------------------------------------------------------
+# Part 3. The speed ladder (issue 18): GPT-2 124M at B=16 T=1024, each rung in its own process,
+# PyTorch's beside it; the table goes to ladder.txt and its last line to the summary.
+if p3; then
+  torchpy=$py
+  $py -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || torchpy=none
+  if "$bin/gpt2go" bench --ladder --device cuda --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 3 --steps 10 \
+      --python "$torchpy" > "$work/ladder.txt" 2> "$work/ladder.log"; then
+    row "speed ladder 124M B16 T1024" "ok" "$(grep '^best' "$work/ladder.txt" || grep 'tensor-core' "$work/ladder.txt")"
+  else
+    row "speed ladder 124M B16 T1024" "FAIL" "$(tail -1 "$work/ladder.log")"
+  fi
+fi
+
 {
   printf '%-44s | %-8s | %s\n' "check" "status" "result"
   printf -- '-%.0s' {1..100}; echo
   printf '%s\n' "${rows[@]}"
+  [ -s "$work/ladder.txt" ] && { echo; cat "$work/ladder.txt"; }
 } > "$work/summary-$part.txt"
 echo; cat "$work/summary-$part.txt"
 if [ -n "$out" ]; then
   mkdir -p "$out"
   cp "$work/summary-$part.txt" "$out/"
-  for f in profile-124m.txt char-val-curves.txt bpe-124m-precisions.png; do [ -f "$work/$f" ] && cp "$work/$f" "$out/"; done
+  for f in profile-124m.txt char-val-curves.txt bpe-124m-precisions.png ladder.txt; do [ -f "$work/$f" ] && cp "$work/$f" "$out/"; done
   tar czf "$out/logs-$part.tgz" -C "$work" --exclude=kernel-cache --exclude=cache --exclude=ts-bpe --exclude='*.ckpt' --exclude='*.safetensors' .
   echo "logs: $out/logs-$part.tgz"
 else

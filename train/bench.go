@@ -58,6 +58,8 @@ type BenchResult struct {
 	// PeakRSSMB is the process's peak resident set (VmHWM), everything the benchmark held at once;
 	// 0 where the OS does not report it.
 	PeakRSSMB float64 `json:"peak_rss_mb"`
+	// DeviceMemMB is the GPU memory the backend allocated (set by the caller; 0 on the CPU).
+	DeviceMemMB float64 `json:"device_mem_mb,omitempty"`
 }
 
 // Bench times steps training steps after warmup untimed ones, in fp32.

@@ -13,13 +13,13 @@ import (
 	"github.com/gpt2go/gpt2go/train"
 )
 
-func runBench(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench")
 	var mf modelFlags
 	var dev deviceFlags
 	var B, T, steps, warmup int
-	var asJSON bool
-	var cpuProfile string
+	var asJSON, ladder bool
+	var cpuProfile, python, torchScript string
 	mf.register(fs)
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the timed steps to this file (go tool pprof)")
 	fs.IntVar(&B, "batch-size", 4, "sequences per step")
@@ -27,6 +27,9 @@ func runBench(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&steps, "steps", 5, "timed steps")
 	fs.IntVar(&warmup, "warmup-steps", 1, "untimed steps first")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
+	fs.BoolVar(&ladder, "ladder", false, "time the speed ladder: fp32, then one optimisation at a time (TF32, bf16, tensor-core attention), each rung in a child process, and on a GPU PyTorch's rungs (build-nanogpt's road) beside them")
+	fs.StringVar(&python, "python", "python3", "the Python with PyTorch for --ladder's peer rungs; none to skip them")
+	fs.StringVar(&torchScript, "torch-script", "bench/torch_gpu.py", "--ladder's PyTorch script")
 	dev.register(fs)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
@@ -42,6 +45,18 @@ func runBench(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if T > cfg.BlockSize {
 		return fmt.Errorf("--seq-len %d exceeds the model's block size %d", T, cfg.BlockSize)
+	}
+	if ladder {
+		if set["precision"] || set["cpuprofile"] {
+			return fmt.Errorf("bench --ladder sets the precision of each rung itself: leave out --precision and --cpuprofile")
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench --ladder: cannot find its own executable to run the rungs: %w", err)
+		}
+		o := ladderOptions{benchArgs: ladderBenchArgs(fs), cfg: cfg, B: B, T: T, steps: steps, warmup: warmup,
+			python: python, torchScript: torchScript, self: self, selfEnv: ladderSelfEnv}
+		return runLadder(ctx, o, execRunner(o), asJSON, stdout, stderr)
 	}
 	be, err := dev.open(stderr)
 	if err != nil {
@@ -60,6 +75,9 @@ func runBench(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	res.Precision = dev.precision
+	if a, ok := be.(interface{ Allocated() int64 }); ok {
+		res.DeviceMemMB = float64(a.Allocated()) / (1 << 20)
+	}
 	if _, ok := be.(*cpu.Backend); ok {
 		res.MatmulKernel = cpu.MatmulKernel()
 	}
@@ -80,6 +98,10 @@ func runBench(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, " | peak RSS %.0f MB, Go heap %.0f MB\n", res.PeakRSSMB, res.PeakHeapMB)
 	return nil
 }
+
+// ladderSelfEnv is added to the environment of --ladder's gpt2go children (tests set it so that
+// their binary behaves as gpt2go).
+var ladderSelfEnv []string
 
 // startCPUProfile starts a Go CPU profile into path (nothing when path is empty); stop ends it
 // and closes the file.
