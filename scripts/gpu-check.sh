@@ -72,7 +72,7 @@ done
 # FlashAttention counts them (issue 18's targets on an H100: 250 forward, 200 backward in bf16).
 (cd backend/cuda && "$root/$bin/cuda.test" -test.run XXX -test.bench Attention -test.benchtime 10x > "$work/bench-attention.log" 2>&1)
 for dir in forward backward; do
-  for variant in fp32/tiled bf16/tensor-core bf16/tiled fp16/tensor-core; do
+  for variant in fp32/tiled tf32/tensor-core bf16/tensor-core bf16/tiled fp16/tensor-core; do
     line=$(grep "BenchmarkAttention/$dir/$variant" "$work/bench-attention.log" | head -1)
     [ -n "$line" ] && row "attention $dir $variant" "ok" "$(echo "$line" | awk '{printf "%.3f ms, %s TFLOP/s", $3/1e6, $5}')" \
       || row "attention $dir $variant" "FAIL" "$(tail -1 "$work/bench-attention.log")"

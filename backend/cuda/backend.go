@@ -16,8 +16,8 @@ type Options struct {
 	// SyncEachOp waits after every op, so an asynchronous kernel fault names the op that caused
 	// it (slow; for debugging, GPT2GO_CUDA_SYNC=1).
 	SyncEachOp bool
-	// FMAAttention runs bf16 and fp16 attention on the fp32-FMA tiled kernels instead of tensor
-	// cores (GPT2GO_ATTENTION=fma): for comparisons, and a way around a suspected kernel fault.
+	// FMAAttention runs bf16, fp16 and TF32 attention on the fp32-FMA tiled kernels instead of
+	// tensor cores (GPT2GO_ATTENTION=fma): for comparisons, and a way around a suspected fault.
 	FMAAttention bool
 	// Verbose, when set, receives the memory plan (bytes per category) before allocation.
 	Verbose io.Writer
@@ -37,7 +37,7 @@ type Backend struct {
 
 	naiveAttention bool // tests and benchmarks: the one-row-per-block kernels at every head size
 	noAttentionMM  bool // tests and benchmarks: the two-lane kernels at head size 64
-	noTensorCores  bool // tests and benchmarks: 16-bit attention on the fp32-FMA tiled kernels
+	noTensorCores  bool // tests and benchmarks (Options.FMAAttention): attention on the fp32-FMA tiled kernels
 
 	allocated int64   // bytes from Alloc, AllocDType and AllocInt32
 	peak      float64 // measured matmul FLOP/s, see PeakFLOPS
@@ -107,11 +107,6 @@ var kernelNames = func() map[string][]string {
 			for _, base := range k.perFormat {
 				names[file] = append(names[file], base+formatSuffix(dt))
 			}
-			for _, base := range k.per16 {
-				if dt.Is16() {
-					names[file] = append(names[file], base+formatSuffix(dt))
-				}
-			}
 		}
 		for _, p := range gradPairs {
 			for _, base := range k.perPair {
@@ -123,11 +118,10 @@ var kernelNames = func() map[string][]string {
 }()
 
 // kernelTypes names each file's kernels by how many storage variants they have: perFormat
-// kernels exist for every format (X_VARIANTS in common.cuh), per16 ones for bf16 and fp16 only,
-// perPair ones for every pair of activation and gradient formats a model uses (XG_VARIANTS),
-// single ones once.
-var kernelTypes = map[string]struct{ perFormat, per16, perPair, single []string }{
-	"attention_mma.cu":    {per16: []string{"attention_forward_tc", "attention_backward_dq_tc", "attention_backward_dkv_tc"}},
+// kernels exist for every format (X_VARIANTS in common.cuh), perPair ones for every pair of
+// activation and gradient formats a model uses (XG_VARIANTS), single ones once.
+var kernelTypes = map[string]struct{ perFormat, perPair, single []string }{
+	"attention_mma.cu":    {perFormat: []string{"attention_forward_tc", "attention_backward_dq_tc", "attention_backward_dkv_tc"}},
 	"attention.cu":        {perFormat: []string{"attention_forward", "attention_backward_delta", "attention_backward_dq", "attention_backward_dkv"}},
 	"attention_cached.cu": {perFormat: []string{"attention_cache_append", "attention_forward_cached"}},
 	"attention_tiled.cu": {perFormat: []string{"attention_forward_hs16", "attention_forward_hs32", "attention_forward_hs48", "attention_forward_hs64",

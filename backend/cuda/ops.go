@@ -41,10 +41,19 @@ func (be *Backend) useMM64(HS int) bool {
 }
 
 // useTensorCores says whether attention in format x at head size HS runs on tensor cores
-// (attention_mma.cu): bf16 and fp16 at head size 64 on sm_80 and later.
+// (attention_mma.cu): bf16 and fp16, and fp32 when matmuls are TF32, at head size 64 on sm_80
+// and later. Exact fp32 keeps the fp32-FMA kernels.
 func (be *Backend) useTensorCores(x backend.DType, HS int) bool {
-	return x.Is16() && HS == 64 && be.g.Info.Major >= 8 && !be.noTensorCores
+	return (x.Is16() || be.opts.TF32) && HS == 64 && be.g.Info.Major >= 8 && !be.noTensorCores &&
+		be.g.Info.MaxSharedOpt >= tcShared(x, 4)+tcStats
 }
+
+// tcShared is the dynamic shared memory of tiles 64-row tiles of 72 elements of format x
+// (attention_mma.cu's TC_RS): 3 in the forward, 4 in dq and dkv, which also keeps tcStats bytes
+// of lse and delta.
+func tcShared(x backend.DType, tiles int) int { return tiles * attTile * 72 * x.Bytes() }
+
+const tcStats = 2 * attTile * 4
 
 // Every op launches the kernels of its buffers' storage formats: the activations' format X (the
 // format of the op's main input or output, which its other activation buffers must share) picks
@@ -232,7 +241,7 @@ func (be *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int, 
 		name, block, shared := k.forward, attTile, 0
 		switch {
 		case be.useTensorCores(x, HS):
-			name, block = "attention_forward_tc", 128
+			name, block, shared = "attention_forward_tc", 128, tcShared(x, 3)
 		case be.useMM64(HS):
 			name, block, shared = "attention_forward_mm64", 256, mm64FwdShared
 		}
@@ -268,7 +277,7 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T
 		dq, dkv, block, dqShared, dkvShared := k.dq, k.dkv, 2*attTile, 0, 0
 		switch {
 		case be.useTensorCores(x, HS):
-			dq, dkv, block = "attention_backward_dq_tc", "attention_backward_dkv_tc", 128
+			dq, dkv, block, dqShared, dkvShared = "attention_backward_dq_tc", "attention_backward_dkv_tc", 128, tcShared(x, 4), tcShared(x, 4)+tcStats
 		case be.useMM64(HS):
 			dq, dkv, block, dqShared, dkvShared = "attention_backward_dq_mm64", "attention_backward_dkv_mm64", 256, mm64DQShared, mm64DKVShared
 		}

@@ -323,7 +323,7 @@ func (r *rig) attentionMasks(causal, padded bool, B, T int) (onCPU, onGPU backen
 // BenchmarkAttention times forward and backward at GPT-2 124M's shape (B=8 T=1024 NH=12 HS=64,
 // causal) in each storage format and kernel family: fp32 tiled (head size 64 as matrix products),
 // two-lane and one row per block; bf16 and fp16 on tensor cores (sm_80 and later) and on the
-// fp32-FMA tiled kernels. TFLOP/s counts FlashAttention's FLOPs, so that the figures compare with
+// fp32-FMA tiled kernels; fp32 with TF32 on tensor cores. TFLOP/s counts FlashAttention's FLOPs, so that the figures compare with
 // its published ones: 4*HS per (query, key) pair forward (q k^T and p v), 10*HS backward (five
 // products). gpt2go's backward does seven (dq and dkv each recompute s and dp).
 func BenchmarkAttention(b *testing.B) {
@@ -344,13 +344,16 @@ func BenchmarkAttention(b *testing.B) {
 			if mode == "tensor-core" && !be.useTensorCores(dt, 64) {
 				continue
 			}
-			benchAttention(b, be, dt, mode)
+			benchAttention(b, be, dt, dt.String(), mode)
 		}
 	}
 	be.naiveAttention, be.noAttentionMM, be.noTensorCores = false, false, false
+	if tf, err := New(Options{TF32: true}); err == nil && tf.useTensorCores(backend.F32, 64) {
+		benchAttention(b, tf, backend.F32, "tf32", "tensor-core")
+	}
 }
 
-func benchAttention(b *testing.B, be *Backend, dt backend.DType, mode string) {
+func benchAttention(b *testing.B, be *Backend, dt backend.DType, format, mode string) {
 	const B, T, NH, HS = 8, 1024, 12, 64
 	const C = NH * HS
 	be.naiveAttention, be.noAttentionMM, be.noTensorCores = mode == "naive", mode == "two-lane", mode != "tensor-core"
@@ -369,7 +372,7 @@ func benchAttention(b *testing.B, be *Backend, dt backend.DType, mode string) {
 	}
 	pairs := float64(B*NH) * float64(T) * float64(T+1) / 2
 	mask := backend.AttentionMask{Causal: true}
-	b.Run(fmt.Sprintf("forward/%v/%s", dt, mode), func(b *testing.B) {
+	b.Run(fmt.Sprintf("forward/%s/%s", format, mode), func(b *testing.B) {
 		for b.Loop() {
 			be.AttentionForward(bufs["out"], bufs["lse"], bufs["qkv"], B, T, C, NH, mask)
 			if err := be.Sync(); err != nil {
@@ -378,7 +381,7 @@ func benchAttention(b *testing.B, be *Backend, dt backend.DType, mode string) {
 		}
 		b.ReportMetric(pairs*4*HS*float64(b.N)/b.Elapsed().Seconds()/1e12, "TFLOP/s")
 	})
-	b.Run(fmt.Sprintf("backward/%v/%s", dt, mode), func(b *testing.B) {
+	b.Run(fmt.Sprintf("backward/%s/%s", format, mode), func(b *testing.B) {
 		for b.Loop() {
 			be.AttentionBackward(bufs["dqkv"], bufs["dout"], bufs["qkv"], bufs["out"], bufs["lse"], B, T, C, NH, mask)
 			if err := be.Sync(); err != nil {

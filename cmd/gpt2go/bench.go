@@ -27,7 +27,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&steps, "steps", 5, "timed steps")
 	fs.IntVar(&warmup, "warmup-steps", 1, "untimed steps first")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
-	fs.BoolVar(&ladder, "ladder", false, "time the speed ladder: fp32, then one optimisation at a time (TF32, bf16, tensor-core attention), each rung in a child process, and on a GPU PyTorch's rungs (build-nanogpt's road) beside them")
+	fs.BoolVar(&ladder, "ladder", false, "time the speed ladder: fp32, then one optimisation at a time (TF32 matmuls, tensor-core attention, bf16), each rung in a child process, and on a GPU PyTorch's rungs (build-nanogpt's road) beside them")
 	fs.StringVar(&python, "python", "python3", "the Python with PyTorch for --ladder's peer rungs; none to skip them")
 	fs.StringVar(&torchScript, "torch-script", "bench/torch_gpu.py", "--ladder's PyTorch script")
 	dev.register(fs)

@@ -33,7 +33,9 @@ type ladderRung struct {
 }
 
 // gpt2goRungs are gpt2go's rungs on device ("cpu" or "cuda"). Each adds one thing to the one
-// before; the CPU has no TF32 and no tensor cores, so its ladder is short.
+// before: TF32 matmuls (attention still on fp32 FMAs), attention on tensor cores too, then bf16
+// activations and 16-bit parameter copies (fp32 master weights). The CPU has no TF32 and no
+// tensor cores, so its ladder is short.
 func gpt2goRungs(device string) []ladderRung {
 	if device == "cpu" {
 		return []ladderRung{
@@ -43,9 +45,9 @@ func gpt2goRungs(device string) []ladderRung {
 	}
 	return []ladderRung{
 		{Peer: "gpt2go", Name: "fp32", Args: []string{"--precision", "fp32"}},
-		{Peer: "gpt2go", Name: "tf32 matmuls", Args: []string{"--precision", "tf32"}},
-		{Peer: "gpt2go", Name: "bf16, fp32-FMA attention", Args: []string{"--precision", "bf16"}, Env: []string{"GPT2GO_ATTENTION=fma"}},
-		{Peer: "gpt2go", Name: "bf16, tensor-core attention", Args: []string{"--precision", "bf16"}},
+		{Peer: "gpt2go", Name: "tf32 matmuls", Args: []string{"--precision", "tf32"}, Env: []string{"GPT2GO_ATTENTION=fma"}},
+		{Peer: "gpt2go", Name: "+ tensor-core attention", Args: []string{"--precision", "tf32"}},
+		{Peer: "gpt2go", Name: "bf16 storage", Args: []string{"--precision", "bf16"}},
 	}
 }
 
