@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -77,26 +76,6 @@ func testAttentionTensorCores(t *testing.T, g *Backend, x backend.DType, scales 
 				near(t, name+" dqkv vs fp32-FMA kernels", tcDqkv, download(r, dqkv.g), tol)
 				g.noTensorCores = false
 			}
-		}
-	}
-}
-
-// download returns a GPU buffer's values, after waiting for the queue.
-func download(r *rig, b backend.Buf) []float32 {
-	r.t.Helper()
-	if err := r.gpu.Sync(); err != nil {
-		r.t.Fatal(err)
-	}
-	v := make([]float32, b.Len())
-	r.gpu.Download(v, b)
-	return v
-}
-
-func sameBits(t *testing.T, name string, a, b []float32) {
-	t.Helper()
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			t.Fatalf("%s: element %d is %v, then %v", name, i, a[i], b[i])
 		}
 	}
 }

@@ -90,6 +90,26 @@ func (r *rig) check(name string, p *pair, tol float64) {
 	near(r.t, name, want, got, tol)
 }
 
+// download returns a GPU buffer's values, after waiting for the queue.
+func download(r *rig, b backend.Buf) []float32 {
+	r.t.Helper()
+	if err := r.gpu.Sync(); err != nil {
+		r.t.Fatal(err)
+	}
+	v := make([]float32, b.Len())
+	r.gpu.Download(v, b)
+	return v
+}
+
+func sameBits(t *testing.T, name string, a, b []float32) {
+	t.Helper()
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			t.Fatalf("%s: element %d is %v, then %v", name, i, a[i], b[i])
+		}
+	}
+}
+
 // near fails when got has a NaN or differs from want by more than tol in relative L2.
 func near(t *testing.T, name string, want, got []float32, tol float64) {
 	t.Helper()
@@ -275,17 +295,10 @@ func TestAttentionShapes(t *testing.T) {
 					r.cpu.AttentionBackward(dqkv.c, dout.c, qkv.c, out.c, lse.c, B, T, C, NH, maskC)
 					g.AttentionBackward(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, C, NH, maskG)
 					r.check(name+" dqkv", dqkv, 1e-4)
-					first := make([]float32, B*T*3*C)
-					g.Download(first, dqkv.g)
+					first := download(r, dqkv.g)
 					g.Upload(dqkv.g, r.rand(B*T*3*C, 1).host) // poison, then again
 					g.AttentionBackward(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, C, NH, maskG)
-					again := make([]float32, B*T*3*C)
-					g.Download(again, dqkv.g)
-					for i := range first {
-						if math.Float32bits(first[i]) != math.Float32bits(again[i]) {
-							t.Fatalf("%s: dqkv[%d] is %v, then %v on the same inputs", name, i, first[i], again[i])
-						}
-					}
+					sameBits(t, name+" dqkv on the same inputs", first, download(r, dqkv.g))
 				}
 			}
 		}
@@ -323,9 +336,10 @@ func (r *rig) attentionMasks(causal, padded bool, B, T int) (onCPU, onGPU backen
 // BenchmarkAttention times forward and backward at GPT-2 124M's shape (B=8 T=1024 NH=12 HS=64,
 // causal) in each storage format and kernel family: fp32 tiled (head size 64 as matrix products),
 // two-lane and one row per block; bf16 and fp16 on tensor cores (sm_80 and later) and on the
-// fp32-FMA tiled kernels; fp32 with TF32 on tensor cores. TFLOP/s counts FlashAttention's FLOPs, so that the figures compare with
-// its published ones: 4*HS per (query, key) pair forward (q k^T and p v), 10*HS backward (five
-// products). gpt2go's backward does seven (dq and dkv each recompute s and dp).
+// fp32-FMA tiled kernels; fp32 with TF32 on tensor cores. TFLOP/s counts FlashAttention's FLOPs,
+// so that the figures compare with its published ones: 4*HS per (query, key) pair forward
+// (q k^T and p v), 10*HS backward (five products). gpt2go's backward does seven (dq and dkv each
+// recompute s and dp).
 func BenchmarkAttention(b *testing.B) {
 	be, err := New(Options{})
 	if err != nil {

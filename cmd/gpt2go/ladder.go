@@ -142,7 +142,11 @@ func execRunner(o ladderOptions) ladderRunner {
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("%v: %s", err, lastLine(stderr.String()+stdout.String()))
+			why := stderr.String() // where both peers say what went wrong
+			if strings.TrimSpace(why) == "" {
+				why = stdout.String()
+			}
+			return nil, fmt.Errorf("%v: %s", err, lastLine(why))
 		}
 		return parseRung(r, stdout.Bytes())
 	}
