@@ -59,7 +59,7 @@ done
 # The mixed-precision checks by name, so their rows show even when the package passes as a whole.
 for spec in cuda:TestOps16MatchCPU cuda:TestConvertMatchesCPUBits gpt:TestCUDAMixedPrecisionTracksCPU train:TestCUDAMixedPrecisionResumeIsBitIdentical \
     bert:TestCUDAForwardBackwardMatchesPyTorch bert:TestCUDATenAdamWStepsMatchPyTorch bert:TestCUDAMixedPrecisionMatchesPyTorch \
-    cuda:TestAttentionTensorCores; do
+    cuda:TestAttentionTensorCores cuda:TestMatmulTuning; do
   t=${spec%%:*} name=${spec#*:}
   log=$work/test-$t.log
   [ -f "$log" ] || continue
@@ -77,6 +77,19 @@ for dir in forward backward; do
     [ -n "$line" ] && row "attention $dir $variant" "ok" "$(echo "$line" | awk '{printf "%.3f ms, %s TFLOP/s", $3/1e6, $5}')" \
       || row "attention $dir $variant" "FAIL" "$(tail -1 "$work/bench-attention.log")"
   done
+done
+
+# cuBLASLt: the algorithm picked by timing against the heuristic's first, on GPT-2 124M's bf16
+# matmuls at B*T=16384 (TFLOP/s, heuristic -> tuned, per product).
+(cd backend/cuda && "$root/$bin/cuda.test" -test.run XXX -test.bench MatmulTuning -test.benchtime 20x > "$work/bench-matmul.log" 2>&1)
+for l in qkv attproj fc fcproj lmhead; do
+  cells=""
+  for p in fwd dinp dweight; do
+    h=$(awk -v k="BenchmarkMatmulTuning/heuristic/$l/$p" 'index($1,k)==1 {print $5; exit}' "$work/bench-matmul.log")
+    tu=$(awk -v k="BenchmarkMatmulTuning/tuned/$l/$p" 'index($1,k)==1 {print $5; exit}' "$work/bench-matmul.log")
+    cells+="$p ${h:-?} -> ${tu:-?}; "
+  done
+  [ -n "$h" ] && row "bf16 matmul $l TFLOP/s" "ok" "$cells" || row "bf16 matmul $l" "FAIL" "$(tail -1 "$work/bench-matmul.log")"
 done
 
 # The host CPU's sgemm with its best kernel (AVX-512 where it has it) against the AVX2 kernel, at
@@ -107,6 +120,10 @@ bench() { # name, command...
 for prec in fp32 tf32 bf16 fp16; do
   bench "gpt2go $prec" "$bin/gpt2go" bench --device cuda --precision $prec --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
 done
+bench "gpt2go bf16, heuristic matmuls" env GPT2GO_MATMUL_TUNE=0 "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
+"$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 1 --steps 2 --verbose > "$work/matmul-tuned.txt" 2>&1 \
+  && row "bf16 step's matmul picks (one call each)" "ok" "$(grep -o 'one call of each shape.*' "$work/matmul-tuned.txt" || echo 'no table')" \
+  || row "bf16 step's matmul picks" "FAIL" "$(tail -1 "$work/matmul-tuned.txt")"
 if $py -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   bench "torch fp32" $py bench/torch_gpu.py --tf32 0 -B 16 -T 1024 --warmup-steps 2 --steps 10 --json
   bench "torch tf32" $py bench/torch_gpu.py --tf32 1 -B 16 -T 1024 --warmup-steps 2 --steps 10 --json

@@ -19,6 +19,10 @@ type Options struct {
 	// FMAAttention runs bf16, fp16 and TF32 attention on the fp32-FMA tiled kernels instead of
 	// tensor cores (GPT2GO_ATTENTION=fma): for comparisons, and a way around a suspected fault.
 	FMAAttention bool
+	// NoMatmulTuning takes cuBLASLt's heuristic's first algorithm for every matmul shape instead
+	// of the fastest of its candidates, timed once and cached on disk (GPT2GO_MATMUL_TUNE=0;
+	// see matmul_tune.go).
+	NoMatmulTuning bool
 	// Verbose, when set, receives the memory plan (bytes per category) before allocation.
 	Verbose io.Writer
 }
@@ -87,7 +91,7 @@ func New(opts Options) (*Backend, error) {
 			be.kernels[name] = k
 		}
 	}
-	if be.blas, err = NewBlas(g, blasWorkspace); err != nil {
+	if be.blas, err = NewBlas(g, blasWorkspace, !opts.NoMatmulTuning, cacheDir()); err != nil {
 		return nil, err
 	}
 	if be.scratch.sumsq, err = g.Alloc(8 * (sumSquaresBlocks + 1)); err != nil {

@@ -1,7 +1,9 @@
 package cuda
 
 import (
+	"encoding/hex"
 	"fmt"
+	"math"
 	"sync"
 	"unsafe"
 
@@ -27,14 +29,15 @@ const (
 	opT                 = 1  // CUBLAS_OP_T
 	prefMaxWorkspace    = 1  // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
 	prefMinAlignA       = 5  // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES (B, C, D follow: 6, 7, 8)
-	heuristicResultSize = 96 // sizeof(cublasLtMatmulHeuristicResult_t)
+	heuristicResultSize = 96 // sizeof(cublasLtMatmulHeuristicResult_t): algo (64 bytes), workspaceSize (size_t), state, wavesCount, reserved[4]
+	heuristicWorkspace  = 64 // offset of workspaceSize in it
 )
 
 // CublasLt is the cuBLASLt library, loaded with purego.
 type CublasLt struct {
 	Path string
 
-	create, getVersion, descCreate, descSetAttr, layoutCreate, prefCreate, prefSetAttr, algoHeuristic, matmul uintptr
+	create, getVersion, descCreate, descSetAttr, layoutCreate, prefCreate, prefSetAttr, algoHeuristic, algoCheck, matmul uintptr
 }
 
 var (
@@ -61,6 +64,7 @@ func LoadCublasLt() (*CublasLt, error) {
 			"cublasLtMatmulPreferenceCreate":       &c.prefCreate,
 			"cublasLtMatmulPreferenceSetAttribute": &c.prefSetAttr,
 			"cublasLtMatmulAlgoGetHeuristic":       &c.algoHeuristic,
+			"cublasLtMatmulAlgoCheck":              &c.algoCheck,
 			"cublasLtMatmul":                       &c.matmul,
 		})
 		if cublasLtErr == nil {
@@ -139,6 +143,10 @@ type Blas struct {
 	workspace uintptr
 	wsBytes   int64
 	plans     map[planKey]*matmulPlan
+	tune      bool       // pick algorithms by timing (matmul_tune.go)
+	cache     *algoCache // tuned choices, shared with later runs
+	events    eventPair
+	tuned     map[string]TunedShape
 }
 
 // planKey is a Gemm with the alignments of its pointers: cuBLASLt's heuristic assumes 256-byte
@@ -160,13 +168,15 @@ func alignOf(p uintptr) uint32 {
 	return a
 }
 
-// NewBlas creates a cuBLASLt handle and a workspace of wsBytes on g.
-func NewBlas(g *Device, wsBytes int64) (*Blas, error) {
+// NewBlas creates a cuBLASLt handle and a workspace of wsBytes on g. With tune, each new shape's
+// algorithm is the fastest of the heuristic's candidates, timed once and kept in the cache in
+// cacheDir ("" for none) for later runs (matmul_tune.go); without, the heuristic's first.
+func NewBlas(g *Device, wsBytes int64, tune bool, cacheDir string) (*Blas, error) {
 	lib, err := LoadCublasLt()
 	if err != nil {
 		return nil, err
 	}
-	b := &Blas{lib: lib, g: g, wsBytes: wsBytes, plans: map[planKey]*matmulPlan{}}
+	b := &Blas{lib: lib, g: g, wsBytes: wsBytes, plans: map[planKey]*matmulPlan{}, tune: tune, tuned: map[string]TunedShape{}}
 	defer g.bind()()
 	if err := checkCublas("cublasLtCreate", first(purego.SyscallN(lib.create, uintptr(unsafe.Pointer(&b.handle))))); err != nil {
 		return nil, err
@@ -174,10 +184,23 @@ func NewBlas(g *Device, wsBytes int64) (*Blas, error) {
 	if b.workspace, err = g.Alloc(wsBytes); err != nil {
 		return nil, err
 	}
+	if tune {
+		if b.events, err = g.newEventPair(); err != nil {
+			return nil, err
+		}
+		b.cache = openAlgoCache(cacheDir, algoCacheHeader{Version: algoCacheVersion, Device: g.Info.Name, Arch: g.Info.Arch(),
+			CublasLt: lib.Version(), Workspace: wsBytes})
+	}
 	return b, nil
 }
 
-func (b *Blas) plan(key planKey, bias uintptr) (*matmulPlan, error) {
+// operands are the device pointers of one Matmul call.
+type operands struct {
+	a, b, d, bias uintptr
+	accumulate    bool
+}
+
+func (b *Blas) plan(key planKey, op operands) (*matmulPlan, error) {
 	if p := b.plans[key]; p != nil {
 		return p, nil
 	}
@@ -225,11 +248,9 @@ func (b *Blas) plan(key planKey, bias uintptr) (*matmulPlan, error) {
 		br, bc = s.N, s.K
 	}
 	if s.Bias { // before the heuristic, which reads the pointer's alignment
-		v := bias
-		if err := checkCublas("cublasLtMatmulDescSetAttribute(bias)", first(purego.SyscallN(lib.descSetAttr, p.desc, descBiasPointer, uintptr(unsafe.Pointer(&v)), 8))); err != nil {
+		if err := p.setBias(lib, op.bias); err != nil {
 			return nil, err
 		}
-		p.bias = bias
 	}
 	if err := layout(&p.a, s.AB, ar, ac, s.LDA); err != nil {
 		return nil, err
@@ -240,31 +261,142 @@ func (b *Blas) plan(key planKey, bias uintptr) (*matmulPlan, error) {
 	if err := layout(&p.d, s.D, s.M, s.N, s.LDD); err != nil {
 		return nil, err
 	}
+	if err := b.chooseAlgo(key, p, op); err != nil {
+		return nil, err
+	}
+	b.plans[key] = p
+	return p, nil
+}
+
+// setBias points the plan's descriptor at bias.
+func (p *matmulPlan) setBias(lib *CublasLt, bias uintptr) error {
+	v := bias
+	if err := checkCublas("cublasLtMatmulDescSetAttribute(bias)", first(purego.SyscallN(lib.descSetAttr, p.desc, descBiasPointer, uintptr(unsafe.Pointer(&v)), 8))); err != nil {
+		return err
+	}
+	p.bias = bias
+	return nil
+}
+
+// chooseAlgo fills p.heuristic: the cached choice for key if cuBLASLt still accepts it, else
+// the heuristic's first candidate, or with tuning the fastest of its candidates on op's operands
+// (which are left as they were), then cached.
+func (b *Blas) chooseAlgo(key planKey, p *matmulPlan, op operands) error {
+	lib, name := b.lib, key.String()
+	if b.tune {
+		if ch, ok := b.cache.get(name); ok {
+			algo, _ := ch.algo()
+			var check [heuristicResultSize]byte // the workspace the algorithm needs here, among others
+			r, _, _ := purego.SyscallN(lib.algoCheck, b.handle, p.desc, p.a, p.b, p.d, p.d,
+				uintptr(unsafe.Pointer(&algo[0])), uintptr(unsafe.Pointer(&check[0])))
+			if r == 0 && *(*uint64)(unsafe.Pointer(&check[heuristicWorkspace])) <= uint64(b.wsBytes) {
+				copy(p.heuristic[:algoBytes], algo[:])
+				b.tuned[name] = TunedShape{Candidates: ch.Candidates, Index: ch.Index, Micros: ch.Micros, FirstMicro: ch.FirstMicro, Cached: true}
+				return nil
+			}
+			b.cache.drop(name) // another library build than the cache was written with: time again
+		}
+	}
 	var pref uintptr
 	if err := checkCublas("cublasLtMatmulPreferenceCreate", first(purego.SyscallN(lib.prefCreate, uintptr(unsafe.Pointer(&pref))))); err != nil {
-		return nil, err
+		return err
 	}
 	ws := uint64(b.wsBytes)
 	if err := checkCublas("cublasLtMatmulPreferenceSetAttribute", first(purego.SyscallN(lib.prefSetAttr, pref, prefMaxWorkspace, uintptr(unsafe.Pointer(&ws)), 8))); err != nil {
-		return nil, err
+		return err
 	}
 	for i, align := range []uint32{key.alignA, key.alignB, key.alignD, key.alignD} { // C is D
 		v := align
 		if err := checkCublas("cublasLtMatmulPreferenceSetAttribute(alignment)", first(purego.SyscallN(lib.prefSetAttr, pref, prefMinAlignA+uintptr(i), uintptr(unsafe.Pointer(&v)), 4))); err != nil {
+			return err
+		}
+	}
+	want := 1
+	if b.tune {
+		want = tuneCandidates
+	}
+	results := make([]byte, want*heuristicResultSize)
+	var found int32
+	r, _, _ := purego.SyscallN(lib.algoHeuristic, b.handle, p.desc, p.a, p.b, p.d, p.d, pref, uintptr(want),
+		uintptr(unsafe.Pointer(&results[0])), uintptr(unsafe.Pointer(&found)))
+	if err := checkCublas("cublasLtMatmulAlgoGetHeuristic", r); err != nil {
+		return err
+	}
+	if found == 0 {
+		return fmt.Errorf("cuBLASLt has no algorithm for %+v", key.Gemm)
+	}
+	candidate := func(i int) []byte { return results[i*heuristicResultSize : (i+1)*heuristicResultSize] }
+	if !b.tune || found == 1 {
+		copy(p.heuristic[:], candidate(0))
+		return nil
+	}
+	times, err := b.timeCandidates(key, p, op, int(found), candidate)
+	if err != nil {
+		return err
+	}
+	best := fastest(times)
+	if best < 0 {
+		return fmt.Errorf("cuBLASLt: none of the %d algorithms for %+v ran", found, key.Gemm)
+	}
+	copy(p.heuristic[:], candidate(best))
+	ch := b.cache.put(name, algoChoice{Algo: hex.EncodeToString(p.heuristic[:algoBytes]), Index: best, Candidates: int(found),
+		Micros: 1000 * times[best], FirstMicro: 1000 * times[0]})
+	algo, _ := ch.algo() // another process's choice, if it wrote one first
+	copy(p.heuristic[:algoBytes], algo[:])
+	b.tuned[name] = TunedShape{Candidates: ch.Candidates, Index: ch.Index, Micros: ch.Micros, FirstMicro: ch.FirstMicro}
+	return nil
+}
+
+// timeCandidates returns the fastest of tuneReps runs of each candidate algorithm in ms (NaN for
+// one that fails), on op's operands. Runs that accumulate into D change it, so D is saved first
+// and put back after; a product that overwrites D is about to be run for real anyway.
+func (b *Blas) timeCandidates(key planKey, p *matmulPlan, op operands, n int, candidate func(int) []byte) ([]float64, error) {
+	var saved uintptr
+	dBytes := int64(key.LDD) * int64(key.N) * int64(key.D.Bytes())
+	if op.accumulate {
+		var err error
+		if saved, err = b.g.Alloc(dBytes); err != nil {
+			return nil, fmt.Errorf("timing cuBLASLt algorithms for %+v: %w", key.Gemm, err)
+		}
+		defer b.g.Free(saved)
+		if err := b.g.DtoD(saved, op.d, dBytes); err != nil {
 			return nil, err
 		}
 	}
-	var found int32
-	r, _, _ := purego.SyscallN(lib.algoHeuristic, b.handle, p.desc, p.a, p.b, p.d, p.d, pref, 1,
-		uintptr(unsafe.Pointer(&p.heuristic[0])), uintptr(unsafe.Pointer(&found)))
-	if err := checkCublas("cublasLtMatmulAlgoGetHeuristic", r); err != nil {
-		return nil, err
+	p.alpha, p.beta = 1, 0
+	if op.accumulate {
+		p.beta = 1
 	}
-	if found == 0 {
-		return nil, fmt.Errorf("cuBLASLt has no algorithm for %+v", s)
+	times := make([]float64, n)
+	for i := range n {
+		algo := candidate(i)
+		run := func() error {
+			r, _, _ := purego.SyscallN(b.lib.matmul, b.handle, p.desc, uintptr(unsafe.Pointer(&p.alpha)), op.a, p.a, op.b, p.b,
+				uintptr(unsafe.Pointer(&p.beta)), op.d, p.d, op.d, p.d, uintptr(unsafe.Pointer(&algo[0])), b.workspace, uintptr(b.wsBytes), b.g.stream)
+			return checkCublas("cublasLtMatmul", r)
+		}
+		times[i] = math.NaN()
+		if run() != nil { // a candidate the library lists but cannot launch here
+			continue
+		}
+		for range tuneReps {
+			ms, err := b.g.time(b.events, run)
+			if err != nil {
+				times[i] = math.NaN()
+				break
+			}
+			if math.IsNaN(times[i]) || ms < times[i] {
+				times[i] = ms
+			}
+		}
 	}
-	b.plans[key] = p
-	return p, nil
+	if op.accumulate {
+		if err := b.g.DtoD(op.d, saved, dBytes); err != nil {
+			return nil, err
+		}
+	}
+	// Surface a fault of a candidate now, not at the next op.
+	return times, b.g.Sync()
 }
 
 // Matmul queues D = op(A)@op(B) (+ bias), accumulating into D when accumulate is set.
@@ -273,16 +405,15 @@ func (b *Blas) Matmul(s Gemm, a, bm, d, bias uintptr, accumulate bool) error {
 	if !s.Bias {
 		bias = 0
 	}
-	p, err := b.plan(planKey{Gemm: s, alignA: alignOf(a), alignB: alignOf(bm), alignD: alignOf(d), alignBias: alignOf(bias)}, bias)
+	key := planKey{Gemm: s, alignA: alignOf(a), alignB: alignOf(bm), alignD: alignOf(d), alignBias: alignOf(bias)}
+	p, err := b.plan(key, operands{a: a, b: bm, d: d, bias: bias, accumulate: accumulate})
 	if err != nil {
 		return err
 	}
 	if s.Bias && p.bias != bias {
-		v := bias
-		if err := checkCublas("cublasLtMatmulDescSetAttribute(bias)", first(purego.SyscallN(b.lib.descSetAttr, p.desc, descBiasPointer, uintptr(unsafe.Pointer(&v)), 8))); err != nil {
+		if err := p.setBias(b.lib, bias); err != nil {
 			return err
 		}
-		p.bias = bias
 	}
 	p.alpha, p.beta = 1, 0
 	if accumulate {

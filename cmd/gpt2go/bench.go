@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/backend/cpu"
+	"github.com/gpt2go/gpt2go/backend/cuda"
 	"github.com/gpt2go/gpt2go/train"
 )
 
@@ -96,7 +97,34 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, " = %.0f%% of the measured sgemm peak %.1f GFLOP/s", res.PctOfPeak, res.PeakGFlops)
 	}
 	fmt.Fprintf(stdout, " | peak RSS %.0f MB, Go heap %.0f MB\n", res.PeakRSSMB, res.PeakHeapMB)
+	if g, ok := be.(*cuda.Backend); ok && dev.verbose {
+		printTuned(stdout, g.TunedMatmuls(), g.MatmulCachePath())
+	}
 	return nil
+}
+
+// printTuned reports the matmul algorithms picked by timing: each shape's candidates, the rank
+// of the fastest in cuBLASLt's heuristic list, its time and the heuristic's first choice's.
+func printTuned(w io.Writer, shapes []cuda.TunedShape, cache string) {
+	if len(shapes) == 0 {
+		return
+	}
+	if cache == "" {
+		cache = "none: choices last for this process"
+	}
+	fmt.Fprintf(w, "cuBLASLt algorithms picked by timing (cache %s):\n", cache)
+	fmt.Fprintf(w, "  %-64s %5s %4s %10s %10s %6s\n", "shape", "cands", "pick", "us", "first us", "gain")
+	var first, chosen float64
+	for _, s := range shapes {
+		src := ""
+		if s.Cached {
+			src = " (cached)"
+		}
+		fmt.Fprintf(w, "  %-64s %5d %4d %10.1f %10.1f %5.2fx%s\n", s.Key, s.Candidates, s.Index, s.Micros, s.FirstMicro, s.FirstMicro/s.Micros, src)
+		first += s.FirstMicro
+		chosen += s.Micros
+	}
+	fmt.Fprintf(w, "  one call of each shape: %.1f us with the picks, %.1f us with the heuristic's first (%.2fx)\n", chosen, first, first/chosen)
 }
 
 // ladderSelfEnv is added to the environment of --ladder's gpt2go children (tests set it so that

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend/cpu"
+	"github.com/gpt2go/gpt2go/backend/cuda"
 )
 
 // bench --json prints one object holding every figure the text output shows.
@@ -78,4 +79,25 @@ func TestTrainCPUProfile(t *testing.T) {
 	}
 	mustFail(t, "--cpuprofile", trainArgs(prepared(t), filepath.Join(dir, "run2"), "--steps", "1",
 		"--cpuprofile", filepath.Join(dir, "no-such-dir", "cpu.prof"))...)
+}
+
+// bench --verbose on a GPU lists the matmul algorithms it timed, with the gain over cuBLASLt's
+// first choice per shape and for one call of each.
+func TestPrintTuned(t *testing.T) {
+	var sb strings.Builder
+	printTuned(&sb, nil, "x")
+	if sb.Len() != 0 {
+		t.Fatalf("no shapes printed %q", sb.String())
+	}
+	printTuned(&sb, []cuda.TunedShape{
+		{Key: "t10 m768 n16384 k768", Candidates: 8, Index: 3, Micros: 50, FirstMicro: 100},
+		{Key: "t01 m768 n768 k16384", Candidates: 6, Index: 0, Micros: 150, FirstMicro: 150, Cached: true},
+	}, "")
+	out := sb.String()
+	for _, want := range []string{"cache none", "t10 m768 n16384 k768", "2.00x", "1.00x (cached)",
+		"200.0 us with the picks, 250.0 us with the heuristic's first (1.25x)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
 }
