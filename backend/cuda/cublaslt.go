@@ -352,7 +352,7 @@ func (b *Blas) chooseAlgo(key planKey, p *matmulPlan, op operands) error {
 // and put back after; a product that overwrites D is about to be run for real anyway.
 func (b *Blas) timeCandidates(key planKey, p *matmulPlan, op operands, n int, candidate func(int) []byte) ([]float64, error) {
 	var saved uintptr
-	dBytes := int64(key.LDD) * int64(key.N) * int64(key.D.Bytes())
+	dBytes := (int64(key.LDD)*int64(key.N-1) + int64(key.M)) * int64(key.D.Bytes()) // D's extent, column-major
 	if op.accumulate {
 		var err error
 		if saved, err = b.g.Alloc(dBytes); err != nil {
