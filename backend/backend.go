@@ -138,6 +138,11 @@ type Ops interface {
 	// dloss is the gradient of the loss w.r.t. each position's loss (1/N for a mean). dlogits may be
 	// the same buffer as logits.
 	CrossEntropyBackward(dlogits, logits, lse, targets Buf, dloss float32, N, V, Vp int)
+	// CrossEntropyFused is CrossEntropyForward(losses, lse, logits, targets) followed by
+	// CrossEntropyBackward(logits, logits, lse, targets, dloss), in one pass over each row of
+	// logits(N,Vp) that leaves dlogits in its place: for training, where the logits are not
+	// read again. losses(N), lse(N) and dlogits are the same bits as the two ops give.
+	CrossEntropyFused(losses, lse, logits, targets Buf, dloss float32, N, V, Vp int)
 
 	// AdamW updates params(N) in place from grads(N) as torch.optim.AdamW does: decoupled weight decay
 	// p -= lr*weightDecay*p, moments m, v (N), bias correction with the 1-based step.

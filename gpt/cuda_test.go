@@ -18,3 +18,7 @@ func cudaBackend(t *testing.T) *cuda.Backend {
 func TestCUDAForwardBackwardMatchesPyTorch(t *testing.T) { testForwardBackward(t, cudaBackend(t)) }
 
 func TestCUDATenAdamWStepsMatchPyTorch(t *testing.T) { testTenAdamWSteps(t, cudaBackend(t)) }
+
+// ForwardTrain on the GPU: the fused classifier kernel gives the bits of the forward and backward
+// kernels, in fp32 and (sm_80 and later) bf16 and fp16.
+func TestCUDAForwardTrainMatchesForward(t *testing.T) { testForwardTrain(t, cudaBackend(t)) }

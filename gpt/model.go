@@ -27,6 +27,9 @@ type Model struct {
 	actBufs    actBuffers
 	views      map[[2]int]*acts // activation views per (B,T) shape, built once each
 	cur        *acts            // views of the last Forward
+	// fusedScale is the lossScale of the last forward when it was ForwardTrain, whose logits
+	// already hold dlogits for it; NaN after a plain Forward.
+	fusedScale float32
 	lossHost   []float32
 	genCache   *KVCache                    // generation's key/value cache, made by the first Generate (sample.go)
 	int8       map[backend.Buf]backend.Buf // an int8 model's weight copies, by fp32 weight (int8.go)
@@ -244,6 +247,26 @@ func (m *Model) InitGPT2(seed uint64) {
 // the activations, qkv included, stay on the backend for LogitsRow, Attention and Backward. Token
 // ids must be < V.
 func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
+	return m.forward(inputs, targets, B, T, float32(math.NaN()))
+}
+
+// ForwardTrain is Forward with targets for a training step whose Backward (or
+// BackwardAccumulate) will have lossScale: the loss's gradient w.r.t. the logits is computed in
+// the same pass over them as the loss (backend.Ops.CrossEntropyFused) and replaces them, so the
+// logits cannot be read afterwards. Losses and gradients are the bits Forward and Backward give.
+func (m *Model) ForwardTrain(inputs, targets []int32, B, T int, lossScale float32) (float32, error) {
+	if targets == nil {
+		return 0, fmt.Errorf("ForwardTrain needs targets")
+	}
+	if math.IsNaN(float64(lossScale)) {
+		return 0, fmt.Errorf("ForwardTrain: the loss scale is NaN")
+	}
+	return m.forward(inputs, targets, B, T, lossScale)
+}
+
+// forward is Forward, and with a lossScale that is not NaN ForwardTrain.
+func (m *Model) forward(inputs, targets []int32, B, T int, lossScale float32) (float32, error) {
+	m.fusedScale = float32(math.NaN())
 	if err := m.checkBatch(inputs, targets, B, T); err != nil {
 		return 0, err
 	}
@@ -289,7 +312,12 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 		return 0, nil
 	}
 	be.UploadInt32(a.targets, targets)
-	be.CrossEntropyForward(a.losses, a.logitsLse, a.logits, a.targets, BT, V, Vp)
+	if math.IsNaN(float64(lossScale)) {
+		be.CrossEntropyForward(a.losses, a.logitsLse, a.logits, a.targets, BT, V, Vp)
+	} else {
+		be.CrossEntropyFused(a.losses, a.logitsLse, a.logits, a.targets, lossScale/float32(BT), BT, V, Vp)
+		m.fusedScale = lossScale
+	}
 	losses := m.lossHost[:BT]
 	be.Download(losses, a.losses)
 	var sum float64
@@ -342,8 +370,13 @@ func (m *Model) backward(lossScale float32, g *paramViews) error {
 	C, NH, V, Vp := c.Channels, c.NumHeads, c.VocabSize, c.PaddedVocabSize
 	BT := B * T
 
-	// Loss -> logits: a.logits become dlogits in place.
-	be.CrossEntropyBackward(a.logits, a.logits, a.logitsLse, a.targets, lossScale/float32(BT), BT, V, Vp)
+	// Loss -> logits: a.logits become dlogits in place (ForwardTrain has done it).
+	switch {
+	case math.IsNaN(float64(m.fusedScale)):
+		be.CrossEntropyBackward(a.logits, a.logits, a.logitsLse, a.targets, lossScale/float32(BT), BT, V, Vp)
+	case m.fusedScale != lossScale:
+		return fmt.Errorf("backward with loss scale %g after ForwardTrain with %g", lossScale, m.fusedScale)
+	}
 	// The activation gradients (dlnf, dfchGelu, dfch, dln2, datty, dqkv, dln1) are written whole
 	// by the op that produces them, so only dresidual, which LayerNormBackward accumulates into,
 	// needs zeroing.

@@ -59,7 +59,7 @@ done
 # The mixed-precision checks by name, so their rows show even when the package passes as a whole.
 for spec in cuda:TestOps16MatchCPU cuda:TestConvertMatchesCPUBits gpt:TestCUDAMixedPrecisionTracksCPU train:TestCUDAMixedPrecisionResumeIsBitIdentical \
     bert:TestCUDAForwardBackwardMatchesPyTorch bert:TestCUDATenAdamWStepsMatchPyTorch bert:TestCUDAMixedPrecisionMatchesPyTorch \
-    cuda:TestAttentionTensorCores cuda:TestMatmulTuning; do
+    cuda:TestAttentionTensorCores cuda:TestMatmulTuning cuda:TestCrossEntropyPaths gpt:TestCUDAForwardTrainMatchesForward; do
   t=${spec%%:*} name=${spec#*:}
   log=$work/test-$t.log
   [ -f "$log" ] || continue
@@ -90,6 +90,15 @@ for l in qkv attproj fc fcproj lmhead; do
     cells+="$p ${h:-?} -> ${tu:-?}; "
   done
   [ -n "$h" ] && row "bf16 matmul $l TFLOP/s" "ok" "$cells" || row "bf16 matmul $l" "FAIL" "$(tail -1 "$work/bench-matmul.log")"
+done
+
+# The classifier at 124M's shape (B*T=16384, Vp=50304): forward then backward kernels against the
+# fused kernel (one pass over the logits), in ms and GB/s of the pair's logits traffic.
+(cd backend/cuda && "$root/$bin/cuda.test" -test.run XXX -test.bench Classifier -test.benchtime 10x > "$work/bench-classifier.log" 2>&1)
+for v in fp32/forward+backward fp32/fused bf16/forward+backward bf16/fused; do
+  line=$(grep "BenchmarkClassifier/$v" "$work/bench-classifier.log" | head -1)
+  [ -n "$line" ] && row "classifier $v" "ok" "$(echo "$line" | awk '{printf "%.3f ms, %s GB/s", $3/1e6, $5}')" \
+    || row "classifier $v" "FAIL" "$(tail -1 "$work/bench-classifier.log")"
 done
 
 # The host CPU's sgemm with its best kernel (AVX-512 where it has it) against the AVX2 kernel, at

@@ -89,7 +89,7 @@ func BenchWithPrecision(be backend.Backend, cfg gpt.Config, prec gpt.Precision, 
 	for i := range warmup + steps {
 		start := time.Now()
 		model.ZeroGrad()
-		if _, err := model.Forward(inputs, targets, B, T); err != nil {
+		if _, err := model.ForwardTrain(inputs, targets, B, T, 1); err != nil {
 			return nil, err
 		}
 		if err := model.Backward(1); err != nil {

@@ -173,11 +173,12 @@ func trainStep(m *gpt.Model, cfg Config, next func(inputs, targets []int32) erro
 		if err := next(inputs, targets); err != nil {
 			return 0, err
 		}
-		l, err := m.Forward(inputs, targets, cfg.BatchSize, cfg.SeqLen)
+		scale := 1 / float32(cfg.GradAccum)
+		l, err := m.ForwardTrain(inputs, targets, cfg.BatchSize, cfg.SeqLen, scale)
 		if err != nil {
 			return 0, err
 		}
-		if err := m.Backward(1 / float32(cfg.GradAccum)); err != nil {
+		if err := m.Backward(scale); err != nil {
 			return 0, err
 		}
 		loss += float64(l)

@@ -19,10 +19,11 @@ type task interface {
 	weights() *gpt.Trainable
 	// init fills the parameters with the family's initialisation from seed.
 	init(seed uint64)
-	// forward reads the next micro-batch from l, runs the model on it and returns its mean loss.
-	// step (0-based) and micro (the micro-batch's index among the step's W*A) seed BERT's
-	// masking, so that any split over ranks masks as one process does.
-	forward(l *data.Loader, step, micro int) (float32, error)
+	// forward reads the next micro-batch from l, runs the model on it and returns its mean loss;
+	// backward(lossScale) follows (a model may prepare that backward's first op here). step
+	// (0-based) and micro (the micro-batch's index among the step's W*A) seed BERT's masking, so
+	// that any split over ranks masks as one process does.
+	forward(l *data.Loader, step, micro int, lossScale float32) (float32, error)
 	// backward adds the last forward's gradient times lossScale to the gradients: in place for a
 	// step's first micro-batch, apart and then added (gpt.Parallel.SeparateAccum) for the others.
 	backward(lossScale float32, first bool) error
@@ -78,11 +79,12 @@ func (g *gptTask) flopsPerToken(T int) float64 {
 	return g.m.Config.FlopsPerToken(T)
 }
 
-func (g *gptTask) forward(l *data.Loader, _, _ int) (float32, error) {
+// forward runs the classifier's backward with the forward (gpt.Model.ForwardTrain).
+func (g *gptTask) forward(l *data.Loader, _, _ int, lossScale float32) (float32, error) {
 	if err := l.Next(g.inputs, g.targets); err != nil {
 		return 0, err
 	}
-	return g.m.Forward(g.inputs, g.targets, g.B, g.T)
+	return g.m.ForwardTrain(g.inputs, g.targets, g.B, g.T, lossScale)
 }
 
 func (g *gptTask) backward(lossScale float32, first bool) error {
@@ -93,7 +95,10 @@ func (g *gptTask) backward(lossScale float32, first bool) error {
 }
 
 func (g *gptTask) evalBatch(l *data.Loader, _ int, dst []float32) error {
-	loss, err := g.forward(l, 0, 0)
+	if err := l.Next(g.inputs, g.targets); err != nil {
+		return err
+	}
+	loss, err := g.m.Forward(g.inputs, g.targets, g.B, g.T)
 	dst[0] = loss
 	return err
 }
@@ -160,7 +165,9 @@ func (b *bertTask) run(l *data.Loader, mk *bert.Masker, step, micro int) (float3
 	return b.m.Forward(b.inputs, b.targets, b.B, b.T)
 }
 
-func (b *bertTask) forward(l *data.Loader, step, micro int) (float32, error) {
+// forward leaves the classifier's backward to backward: the masked-token accuracy reads the
+// logits after the forward.
+func (b *bertTask) forward(l *data.Loader, step, micro int, _ float32) (float32, error) {
 	return b.run(l, b.mask, step, micro)
 }
 

@@ -452,11 +452,12 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 				}
 				continue
 			}
-			l, err := t.task.forward(t.train, t.state.Step, micro)
+			scale := t.lossScale() / float32(W*A)
+			l, err := t.task.forward(t.train, t.state.Step, micro, scale)
 			if err != nil {
 				return sum, err
 			}
-			if err := t.backward(t.lossScale()/float32(W*A), micro%A == 0, micro%A == A-1); err != nil {
+			if err := t.backward(scale, micro%A == 0, micro%A == A-1); err != nil {
 				return sum, err
 			}
 			fig := microFigs[(micro%A)*k : (micro%A+1)*k]

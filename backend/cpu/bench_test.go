@@ -259,6 +259,14 @@ func BenchmarkCrossEntropy(b *testing.B) {
 		}
 		report(b, 0, 4*2*bN*bVp)
 	})
+	// fused: both in one pass per row; the row is read from memory once. Its logits become
+	// dlogits, then dlogits of those, and so on: finite values all the same.
+	b.Run("fused", func(b *testing.B) {
+		for b.Loop() {
+			be.CrossEntropyFused(losses, lse, logits, targets, 1.0/bN, bN, bV, bVp)
+		}
+		report(b, 0, 4*2*bN*bVp)
+	})
 }
 
 func BenchmarkAdamW(b *testing.B) {

@@ -127,6 +127,11 @@ func TestThreadDeterminism(t *testing.T) {
 		keep("losses", losses)
 		be.CrossEntropyBackward(logits, logits, lse, targets, 1.0/N, N, V, Vp)
 		keep("dlogits", logits)
+		logits = buf(randoms[float32](r, N*Vp))
+		be.CrossEntropyFused(losses, lse, logits, targets, 1.0/N, N, V, Vp)
+		keep("fused lse", lse)
+		keep("fused losses", losses)
+		keep("fused dlogits", logits)
 
 		params, grads := buf(randoms[float32](r, 100_000)), buf(randoms[float32](r, 100_000))
 		m, v := be.Alloc(100_000), be.Alloc(100_000)

@@ -21,6 +21,40 @@ func (be *Backend) CrossEntropyBackward(dlogits, logits, lse, targets backend.Bu
 	be.round(dlogits, N*Vp)
 }
 
+// CrossEntropyFused is CrossEntropyForward then an in-place CrossEntropyBackward, row by row
+// while the row is in cache. See backend.Ops.
+func (be *Backend) CrossEntropyFused(losses, lse, logits, targets backend.Buf, dloss float32, N, V, Vp int) {
+	crossEntropyFused(&be.pool, Floats(losses), Floats(lse), Floats(logits), Int32s(targets), dloss, N, V, Vp)
+	be.round(losses, N)
+	be.round(lse, N)
+	be.round(logits, N*Vp)
+}
+
+// crossEntropyFused runs crossEntropyForward's and then crossEntropyBackward's work on each row of
+// logits(N,Vp) in turn, dlogits replacing the row: the row is read from memory once instead of
+// twice, and every value is computed as the two functions compute it.
+func crossEntropyFused[F Float](p *pool, losses, lse, logits []F, targets []int32, dloss F, N, V, Vp int) {
+	job := reuse[crossEntropyFusedJob[F]](p)
+	*job = crossEntropyFusedJob[F]{
+		fwd: crossEntropyForwardJob[F]{losses: losses[:N], lse: lse[:N], logits: logits[:N*Vp], targets: targets[:N], V: V, Vp: Vp},
+		bwd: crossEntropyBackwardJob[F]{dlogits: logits[:N*Vp], logits: logits[:N*Vp], lse: lse[:N], targets: targets[:N], dloss: dloss, V: V, Vp: Vp},
+	}
+	p.forRanges(N, 1, job)
+	*job = crossEntropyFusedJob[F]{}
+}
+
+type crossEntropyFusedJob[F Float] struct {
+	fwd crossEntropyForwardJob[F]
+	bwd crossEntropyBackwardJob[F]
+}
+
+func (job *crossEntropyFusedJob[F]) runRange(lo, hi int) {
+	for n := lo; n < hi; n++ {
+		job.fwd.runRange(n, n+1)
+		job.bwd.runRange(n, n+1)
+	}
+}
+
 // crossEntropyForward: lse(N) = log(sum(exp(logits[n, :V]))) per row of logits(N,Vp), and
 // losses(N) = lse - logits[n, targets[n]], which is -log softmax[target]. Columns V..Vp-1 are
 // padding and take no part. In float32 a row is read once: an online maximum and sum of exps per

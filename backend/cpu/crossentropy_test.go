@@ -3,6 +3,8 @@ package cpu
 import (
 	"math"
 	"testing"
+
+	"github.com/gpt2go/gpt2go/backend"
 )
 
 // naiveCrossEntropy returns softmax(N,V) over the first V columns and losses(N) = -log softmax[target]
@@ -133,4 +135,55 @@ func float32s(x []float64) []float32 {
 		y[i] = float32(v)
 	}
 	return y
+}
+
+// The fused op gives the bits of the forward and the in-place backward, in fp32 and in the
+// 16-bit formats (logits and dlogits rounded), with the padding columns zeroed.
+func TestCrossEntropyFusedMatchesPair(t *testing.T) {
+	be := New(3)
+	const N, V, Vp = 37, 250, 256
+	r := newRand(14)
+	vals := randoms[float32](r, N*Vp)
+	for i := range vals {
+		vals[i] *= 6
+	}
+	targets := be.AllocInt32(N)
+	be.UploadInt32(targets, randTokens(r, N, V))
+	for _, dt := range []backend.DType{backend.F32, backend.BF16, backend.F16} {
+		run := func(fused bool) (losses, lse, dlogits []float32) {
+			logits := be.AllocDType(N*Vp, dt)
+			be.Upload(logits, vals)
+			l, s := be.Alloc(N), be.Alloc(N)
+			if fused {
+				be.CrossEntropyFused(l, s, logits, targets, 1.0/N, N, V, Vp)
+			} else {
+				be.CrossEntropyForward(l, s, logits, targets, N, V, Vp)
+				be.CrossEntropyBackward(logits, logits, s, targets, 1.0/N, N, V, Vp)
+			}
+			losses, lse, dlogits = make([]float32, N), make([]float32, N), make([]float32, N*Vp)
+			be.Download(losses, l)
+			be.Download(lse, s)
+			be.Download(dlogits, logits)
+			return
+		}
+		l1, s1, d1 := run(false)
+		l2, s2, d2 := run(true)
+		for _, c := range []struct {
+			name      string
+			want, got []float32
+		}{{"losses", l1, l2}, {"lse", s1, s2}, {"dlogits", d1, d2}} {
+			for i := range c.want {
+				if math.Float32bits(c.want[i]) != math.Float32bits(c.got[i]) {
+					t.Fatalf("%v %s[%d]: fused %v, forward+backward %v", dt, c.name, i, c.got[i], c.want[i])
+				}
+			}
+		}
+		for n := range N {
+			for i := V; i < Vp; i++ {
+				if d2[n*Vp+i] != 0 {
+					t.Fatalf("%v: padding dlogit [%d,%d] = %v", dt, n, i, d2[n*Vp+i])
+				}
+			}
+		}
+	}
 }

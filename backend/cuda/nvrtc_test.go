@@ -49,37 +49,39 @@ func TestEveryKernelCompiles(t *testing.T) {
 	if len(files) < 3 {
 		t.Fatalf("only %d kernel files embedded: %v", len(files), files)
 	}
-	for _, f := range files {
-		src, err := KernelSource(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, arch := range compileArchs(t, n) {
-			c, err := n.Compile(src, f, arch)
+	for _, f := range files { // a subtest per file: -run TestEveryKernelCompiles/crossentropy
+		t.Run(f, func(t *testing.T) {
+			src, err := KernelSource(f)
 			if err != nil {
-				t.Errorf("%s", err)
-				continue
+				t.Fatal(err)
 			}
-			if strings.Contains(c.Log, "warning") {
-				t.Errorf("%s for %s compiles with warnings:\n%s", f, arch, c.Log)
-			}
-			if strings.HasPrefix(arch, "sm_") && !bytes.HasPrefix(c.Image, []byte("\x7fELF")) {
-				t.Errorf("%s for %s: cubin is not an ELF image", f, arch)
-			}
-			if strings.HasPrefix(arch, "compute_") {
-				var defined []string
-				for _, m := range entry.FindAllStringSubmatch(string(c.Image), -1) {
-					defined = append(defined, m[1])
+			for _, arch := range compileArchs(t, n) {
+				c, err := n.Compile(src, f, arch)
+				if err != nil {
+					t.Errorf("%s", err)
+					continue
 				}
-				want := slices.Clone(kernelNames[f])
-				slices.Sort(defined)
-				slices.Sort(want)
-				if !slices.Equal(defined, want) {
-					t.Errorf("%s defines %v, backend looks up %v", f, defined, want)
+				if strings.Contains(c.Log, "warning") {
+					t.Errorf("%s for %s compiles with warnings:\n%s", f, arch, c.Log)
 				}
+				if strings.HasPrefix(arch, "sm_") && !bytes.HasPrefix(c.Image, []byte("\x7fELF")) {
+					t.Errorf("%s for %s: cubin is not an ELF image", f, arch)
+				}
+				if strings.HasPrefix(arch, "compute_") {
+					var defined []string
+					for _, m := range entry.FindAllStringSubmatch(string(c.Image), -1) {
+						defined = append(defined, m[1])
+					}
+					want := slices.Clone(kernelNames[f])
+					slices.Sort(defined)
+					slices.Sort(want)
+					if !slices.Equal(defined, want) {
+						t.Errorf("%s defines %v, backend looks up %v", f, defined, want)
+					}
+				}
+				t.Logf("%s for %s: ok", f, arch)
 			}
-			t.Logf("%s for %s: ok", f, arch)
-		}
+		})
 	}
 }
 

@@ -367,12 +367,24 @@ func (be *Backend) ResidualBackward(da, db, dout backend.Buf, N int) {
 	})
 }
 
+// ceThreads is the block of the cross-entropy kernels, one block per row.
+const ceThreads = 512
+
+// ceVec says whether the cross-entropy kernels may touch rows of Vp elements of bufs in chunks
+// of 8 with 16-byte accesses (crossentropy.cu's vec).
+func ceVec(Vp int, bufs ...backend.Buf) int {
+	if Vp%8 == 0 && aligned16(bufs...) {
+		return 1
+	}
+	return 0
+}
+
 func (be *Backend) CrossEntropyForward(losses, lse, logits, targets backend.Buf, N, V, Vp int) {
 	if !be.sameFormat("CrossEntropyForward", backend.F32, losses, lse) {
 		return
 	}
-	be.launch("CrossEntropyForward", "crossentropy_forward"+formatSuffix(logits.DType()), N, 512, 0, func(k *Kernel) {
-		k.Ptr(ptrOf(losses)).Ptr(ptrOf(lse)).Ptr(ptrOf(logits)).Ptr(ptrOf(targets)).Int(N).Int(V).Int(Vp)
+	be.launch("CrossEntropyForward", "crossentropy_forward"+formatSuffix(logits.DType()), N, ceThreads, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(losses)).Ptr(ptrOf(lse)).Ptr(ptrOf(logits)).Ptr(ptrOf(targets)).Int(V).Int(Vp).Int(ceVec(Vp, logits))
 	})
 }
 
@@ -380,8 +392,17 @@ func (be *Backend) CrossEntropyBackward(dlogits, logits, lse, targets backend.Bu
 	if !be.sameFormat("CrossEntropyBackward", logits.DType(), dlogits) || !be.sameFormat("CrossEntropyBackward", backend.F32, lse) {
 		return
 	}
-	be.launch("CrossEntropyBackward", "crossentropy_backward"+formatSuffix(logits.DType()), Blocks(int64(N)*int64(Vp), threads), threads, 0, func(k *Kernel) {
-		k.Ptr(ptrOf(dlogits)).Ptr(ptrOf(logits)).Ptr(ptrOf(lse)).Ptr(ptrOf(targets)).Float(dloss).Int(N).Int(V).Int(Vp)
+	be.launch("CrossEntropyBackward", "crossentropy_backward"+formatSuffix(logits.DType()), N, ceThreads, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(dlogits)).Ptr(ptrOf(logits)).Ptr(ptrOf(lse)).Ptr(ptrOf(targets)).Float(dloss).Int(V).Int(Vp).Int(ceVec(Vp, logits, dlogits))
+	})
+}
+
+func (be *Backend) CrossEntropyFused(losses, lse, logits, targets backend.Buf, dloss float32, N, V, Vp int) {
+	if !be.sameFormat("CrossEntropyFused", backend.F32, losses, lse) {
+		return
+	}
+	be.launch("CrossEntropyFused", "crossentropy_fused"+formatSuffix(logits.DType()), N, ceThreads, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(losses)).Ptr(ptrOf(lse)).Ptr(ptrOf(logits)).Ptr(ptrOf(targets)).Float(dloss).Int(V).Int(Vp).Int(ceVec(Vp, logits))
 	})
 }
 

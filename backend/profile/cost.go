@@ -188,6 +188,12 @@ func crossEntropyBackwardCost(N, V, Vp int) Cost {
 	return Cost{Bytes: elems(N*V, N, N, N*Vp), Dims: dims("N", N, "V", V, "Vp", Vp)}
 }
 
+// crossEntropyFusedCost: read logits (N,V) from memory once (the second pass over a row finds it
+// in cache), targets (N); write losses, lse (N) and dlogits (N,Vp).
+func crossEntropyFusedCost(N, V, Vp int) Cost {
+	return Cost{Bytes: elems(N*V, N, N, N, N*Vp), Dims: dims("N", N, "V", V, "Vp", Vp)}
+}
+
 // adamWCost: read params, grads, m, v (N); write params, m, v (N).
 func adamWCost(N int) Cost { return Cost{Bytes: elems(7 * N), Dims: dims("N", N)} }
 

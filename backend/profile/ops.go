@@ -113,6 +113,12 @@ func (p *Backend) CrossEntropyBackward(dlogits, logits, lse, targets backend.Buf
 	p.record("CrossEntropyBackward", start, p.finish(), crossEntropyBackwardCost(N, V, Vp))
 }
 
+func (p *Backend) CrossEntropyFused(losses, lse, logits, targets backend.Buf, dloss float32, N, V, Vp int) {
+	start := p.now()
+	p.Backend.CrossEntropyFused(losses, lse, logits, targets, dloss, N, V, Vp)
+	p.record("CrossEntropyFused", start, p.finish(), crossEntropyFusedCost(N, V, Vp))
+}
+
 func (p *Backend) AdamW(params, grads, m, v backend.Buf, N int, h backend.AdamWParams) {
 	start := p.now()
 	p.Backend.AdamW(params, grads, m, v, N, h)

@@ -1,26 +1,72 @@
 // Softmax cross-entropy over the first V of Vp columns of logits(N,Vp); targets(N) int. logits and
 // dlogits are in the activations' format X; lse and losses are fp32.
+//
+// Every kernel here runs one block per row (blockDim.x a multiple of 32, at most 1024). With vec
+// (Vp a multiple of 8 and logits 16-byte aligned, as GPT-2's padded vocabularies are) each thread
+// takes chunks of 8 consecutive columns, read and written with 16-byte accesses (two for float),
+// chunk c by thread c % blockDim.x; without, single columns the same way. The forward, the
+// backward and the fused kernel visit columns alike, so they compute the same lse, bit for bit.
 
-// crossentropy_forward: one block per row writes lse(N), the log-sum-exp of the row's first V
-// logits, and losses(N) = lse - logits[target]. blockDim.x is a multiple of 32.
+#define CE_VEC 8
+
+// ce_online adds v to a running maximum m and sum s of exp(x - m).
+__device__ __forceinline__ void ce_online(float v, float& m, float& s) {
+    if (v > m) {
+        s = s * expf(m - v) + 1.0f;
+        m = v;
+    } else {
+        s += expf(v - m);
+    }
+}
+
+// ld8 reads 8 consecutive elements at a 16-byte aligned p as floats; st8 rounds and stores them.
+__device__ __forceinline__ void ld8(const float* p, float* v) {
+    float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void st8(float* p, const float* v) {
+    reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+__device__ __forceinline__ void ld8(const bf16* p, float* v) {
+    uint4 u = *reinterpret_cast<const uint4*>(p);
+    unsigned w[4] = {u.x, u.y, u.z, u.w};
+    for (int i = 0; i < 4; i++) v[2 * i] = bf16_to_float(w[i] & 0xffffu), v[2 * i + 1] = bf16_to_float(w[i] >> 16);
+}
+__device__ __forceinline__ void st8(bf16* p, const float* v) {
+    unsigned w[4];
+    for (int i = 0; i < 4; i++) w[i] = bf16_round_bits(v[2 * i]) | ((unsigned)bf16_round_bits(v[2 * i + 1]) << 16);
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+__device__ __forceinline__ void ld8(const fp16* p, float* v) {
+    uint4 u = *reinterpret_cast<const uint4*>(p);
+    unsigned w[4] = {u.x, u.y, u.z, u.w};
+    for (int i = 0; i < 4; i++) v[2 * i] = fp16_to_float(w[i] & 0xffffu), v[2 * i + 1] = fp16_to_float(w[i] >> 16);
+}
+__device__ __forceinline__ void st8(fp16* p, const float* v) {
+    unsigned w[4];
+    for (int i = 0; i < 4; i++) w[i] = fp16_round_bits(v[2 * i]) | ((unsigned)fp16_round_bits(v[2 * i + 1]) << 16);
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// ce_row_lse returns the log-sum-exp of x[0..V), the same value in every thread of the block.
+// red is 32 floats of shared memory. It ends with a barrier after the last read of x.
 template <typename X>
-__device__ __forceinline__ void crossentropy_forward_t(float* losses, float* lse, const X* logits, const int* targets,
-                                                       int N, int V, int Vp) {
-    __shared__ float red[32];
-    int row = blockIdx.x;
-    const X* x = logits + (long)row * Vp;
+__device__ __forceinline__ float ce_row_lse(const X* x, int V, int Vp, bool vec, float* red) {
     int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    // Online max and sum of exp in one pass per thread. m starts at -FLT_MAX, as on the CPU, so a
-    // -inf logit adds exp(-inf) = 0 instead of exp(-inf - -inf) = NaN.
+    // m starts at -FLT_MAX, as on the CPU, so a -inf logit adds exp(-inf) = 0 instead of
+    // exp(-inf - -inf) = NaN.
     float m = -3.40282347e38f, s = 0;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) {
-        float v = ld(x + i);
-        if (v > m) {
-            s = s * expf(m - v) + 1.0f;
-            m = v;
-        } else {
-            s += expf(v - m);
+    if (vec) {
+        for (int c = threadIdx.x; c * CE_VEC < V; c += blockDim.x) {
+            float v[CE_VEC];
+            ld8(x + c * CE_VEC, v);
+            int n = min(CE_VEC, V - c * CE_VEC);
+            for (int j = 0; j < CE_VEC; j++)
+                if (j < n) ce_online(v[j], m, s);
         }
+    } else {
+        for (int i = threadIdx.x; i < V; i += blockDim.x) ce_online(ld(x + i), m, s);
     }
     float bm = warp_max(m);
     if (lane == 0) red[w] = bm;
@@ -32,10 +78,45 @@ __device__ __forceinline__ void crossentropy_forward_t(float* losses, float* lse
     __syncthreads();
     if (lane == 0) red[w] = s;
     __syncthreads();
+    float total = 0;
+    for (int i = 0; i < nw; i++) total += red[i];
+    return bm + logf(total);
+}
+
+// ce_grad is one column's dlogit: (exp(x - l) - [col == target]) * dloss, 0 for padding.
+__device__ __forceinline__ float ce_grad(float x, float l, int col, int target, float dloss, int V) {
+    if (col >= V) return 0;
+    float g = expf(x - l);
+    if (col == target) g -= 1.0f;
+    return g * dloss;
+}
+
+// ce_row_grad writes a row's dlogits d[0..Vp) from its logits x (d may be x) and lse l.
+template <typename X>
+__device__ __forceinline__ void ce_row_grad(X* d, const X* x, float l, int target, float dloss, int V, int Vp, bool vec) {
+    if (vec) {
+        for (int c = threadIdx.x; c * CE_VEC < Vp; c += blockDim.x) {
+            int i0 = c * CE_VEC;
+            float v[CE_VEC];
+            ld8(x + i0, v);
+            for (int j = 0; j < CE_VEC; j++) v[j] = ce_grad(v[j], l, i0 + j, target, dloss, V);
+            st8(d + i0, v);
+        }
+    } else {
+        for (int i = threadIdx.x; i < Vp; i += blockDim.x) st(d + i, ce_grad(ld(x + i), l, i, target, dloss, V));
+    }
+}
+
+// crossentropy_forward: lse(N), the log-sum-exp of each row's first V logits, and
+// losses(N) = lse - logits[target].
+template <typename X>
+__device__ __forceinline__ void crossentropy_forward_t(float* losses, float* lse, const X* logits, const int* targets,
+                                                       int V, int Vp, int vec) {
+    __shared__ float red[32];
+    int row = blockIdx.x;
+    const X* x = logits + (long)row * Vp;
+    float l = ce_row_lse(x, V, Vp, vec, red);
     if (threadIdx.x == 0) {
-        float total = 0;
-        for (int i = 0; i < nw; i++) total += red[i];
-        float l = bm + logf(total);
         lse[row] = l;
         losses[row] = l - ld(x + targets[row]);
     }
@@ -45,26 +126,40 @@ __device__ __forceinline__ void crossentropy_forward_t(float* losses, float* lse
 // columns < V and 0 for padding columns. Writes, does not accumulate; dlogits may be logits.
 template <typename X>
 __device__ __forceinline__ void crossentropy_backward_t(X* dlogits, const X* logits, const float* lse, const int* targets,
-                                                        float dloss, int N, int V, int Vp) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (long)N * Vp) return;
-    int row = (int)(i / Vp), col = (int)(i % Vp);
-    float g = 0;
-    if (col < V) {
-        g = expf(ld(logits + i) - lse[row]);
-        if (col == targets[row]) g -= 1.0f;
-        g *= dloss;
+                                                        float dloss, int V, int Vp, int vec) {
+    long off = (long)blockIdx.x * Vp;
+    ce_row_grad(dlogits + off, logits + off, lse[blockIdx.x], targets[blockIdx.x], dloss, V, Vp, vec);
+}
+
+// crossentropy_fused: the forward and then the backward of a row, dlogits replacing its logits.
+// The second pass reads the row back from L2 (a row of GPT-2's 50304 bf16 logits is 100 KB),
+// so memory sees the logits read once and written once, not read twice and written once.
+template <typename X>
+__device__ __forceinline__ void crossentropy_fused_t(float* losses, float* lse, X* logits, const int* targets,
+                                                     float dloss, int V, int Vp, int vec) {
+    __shared__ float red[32];
+    int row = blockIdx.x, target = targets[row];
+    X* x = logits + (long)row * Vp;
+    float xt = threadIdx.x == 0 ? ld(x + target) : 0; // before any thread overwrites the row
+    float l = ce_row_lse(x, V, Vp, vec, red);         // ends with a barrier: every read of x is done
+    if (threadIdx.x == 0) {
+        lse[row] = l;
+        losses[row] = l - xt;
     }
-    st(dlogits + i, g);
+    ce_row_grad(x, x, l, target, dloss, V, Vp, vec);
 }
 
 #define CROSSENTROPY_KERNELS(X, S)                                                                                   \
     extern "C" __global__ void crossentropy_forward##S(float* losses, float* lse, const X* logits, const int* targets, \
-                                                       int N, int V, int Vp) {                                      \
-        crossentropy_forward_t(losses, lse, logits, targets, N, V, Vp);                                              \
+                                                       int V, int Vp, int vec) {                                    \
+        crossentropy_forward_t(losses, lse, logits, targets, V, Vp, vec);                                            \
     }                                                                                                                \
     extern "C" __global__ void crossentropy_backward##S(X* dlogits, const X* logits, const float* lse, const int* targets, \
-                                                        float dloss, int N, int V, int Vp) {                        \
-        crossentropy_backward_t(dlogits, logits, lse, targets, dloss, N, V, Vp);                                     \
+                                                        float dloss, int V, int Vp, int vec) {                      \
+        crossentropy_backward_t(dlogits, logits, lse, targets, dloss, V, Vp, vec);                                   \
+    }                                                                                                                \
+    extern "C" __global__ void crossentropy_fused##S(float* losses, float* lse, X* logits, const int* targets,       \
+                                                     float dloss, int V, int Vp, int vec) {                         \
+        crossentropy_fused_t(losses, lse, logits, targets, dloss, V, Vp, vec);                                       \
     }
 X_VARIANTS(CROSSENTROPY_KERNELS)
