@@ -92,6 +92,17 @@ type Ops interface {
 	// and dbias(OC) += column sums of dout(N,OC). dbias may be nil (no bias); dinp may be nil (not
 	// needed).
 	MatmulBackward(dinp, dweight, dbias, dout, inp, weight Buf, N, C, OC int)
+	// MatmulGeluForward is MatmulForward then GeluForward, an MLP's first half: it writes
+	// pre(N,OC) = inp(N,C) @ weight(OC,C)^T + bias(OC) and out(N,OC) = gelu(pre) (tanh form);
+	// bias may be nil. A backend may take gelu of the product before rounding it into pre (a
+	// GPU's matmul epilogue does), so in a 16-bit format out can differ from GeluForward(pre)
+	// in its last bit.
+	MatmulGeluForward(out, pre, inp, weight, bias Buf, N, C, OC int)
+	// MatmulBackwardGelu is MatmulBackward for a matmul whose input inp(N,C) was gelu(pre(N,C)),
+	// with GeluBackward applied to its dinp: dinp(N,C) = gelu'(pre) * (dout @ weight)
+	// (overwritten), and the parameter gradients of MatmulBackward. As in MatmulGeluForward, the
+	// product may enter gelu' unrounded.
+	MatmulBackwardGelu(dinp, dweight, dbias, dout, inp, weight, pre Buf, N, C, OC int)
 
 	// AttentionForward runs multi-head self-attention. qkv(B,T,3C) holds q, k, v side by side, each
 	// split into NH heads of size HS. Query t of sequence b sees the keys t2 that mask allows (see

@@ -65,6 +65,17 @@ func int8Bytes(qw backend.Buf, OC, C int) int64 {
 func (m *Model) IsInt8() bool { return m.int8 != nil }
 
 // matmulForward is MatmulForward, or MatmulForwardInt8 with weight's int8 copy in an int8 model.
+// mlpUp is the MLP's first matmul and its GELU: pre = inp @ weight^T + bias, out = gelu(pre),
+// fused (backend.Ops.MatmulGeluForward) unless the weight is int8.
+func (m *Model) mlpUp(out, pre, inp, weight, bias backend.Buf, N, C, OC int) {
+	if _, ok := m.int8[weight]; ok {
+		m.matmulForward(pre, inp, weight, bias, N, C, OC)
+		m.be.GeluForward(out, pre, N*OC)
+		return
+	}
+	m.be.MatmulGeluForward(out, pre, inp, weight, bias, N, C, OC)
+}
+
 func (m *Model) matmulForward(out, inp, weight, bias backend.Buf, N, C, OC int) {
 	if qw, ok := m.int8[weight]; ok {
 		m.be.MatmulForwardInt8(out, inp, qw, bias, N, C, OC)

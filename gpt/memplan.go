@@ -36,10 +36,10 @@ func (c Config) memoryPlan(B, T int, prec Precision, par Parallel, sizeOf func(b
 	perLayer := BT*C + 3*BT*C + BT*C + 2*BT*C + BT*C + 8*BT*C + 2*BT*C
 	perLayerStats := 2*BT + BT*NH + 2*BT
 	// Once: the embedding output and final layernorm (2*BT*C), the logits (BT*Vp), and the
-	// backward scratch dresidual, dlnf, dln1, datty, dln2 (5*BT*C), dqkv (3*BT*C), dfch and
-	// dfchGelu (8*BT*C); in fp32 the final layernorm's statistics (2*BT), the logits' lse and the
-	// losses (2*BT).
-	once := 2*BT*C + BT*Vp + 5*BT*C + 3*BT*C + 8*BT*C
+	// backward scratch dresidual, dlnf, dln1, datty, dln2 (5*BT*C), dqkv (3*BT*C) and dfch
+	// (4*BT*C: MatmulBackwardGelu writes the gradient through the GELU directly); in fp32 the
+	// final layernorm's statistics (2*BT), the logits' lse and the losses (2*BT).
+	once := 2*BT*C + BT*Vp + 5*BT*C + 3*BT*C + 4*BT*C
 	onceStats := 2*BT + 2*BT
 	plan := TrainableMemoryPlan(n, prec, par, sizeOf)
 	return append(plan,

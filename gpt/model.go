@@ -51,7 +51,7 @@ type actBuffers struct {
 	residual2, ln2, ln2Mean, ln2Rstd, fch, fchGelu, fcproj, residual3 backend.Buf
 	lnf, lnfMean, lnfRstd, logits, logitsLse, losses                  backend.Buf
 	// Gradient scratch for one layer at a time (backward walks the layers in turn).
-	dresidual, dlnf, dln1, datty, dln2, dqkv, dfch, dfchGelu backend.Buf
+	dresidual, dlnf, dln1, datty, dln2, dqkv, dfch backend.Buf
 }
 
 // acts are views of actBuffers for one (B,T): per-layer slices of the layer-stacked buffers.
@@ -61,7 +61,7 @@ type acts struct {
 	ln1, ln1Mean, ln1Rstd, qkv, atty, attLse, attproj            []backend.Buf
 	residual2, ln2, ln2Mean, ln2Rstd, fch, fchGelu, fcproj, res3 []backend.Buf
 	lnf, lnfMean, lnfRstd, logits, logitsLse, losses             backend.Buf
-	dresidual, dlnf, dln1, datty, dln2, dqkv, dfch, dfchGelu     backend.Buf
+	dresidual, dlnf, dln1, datty, dln2, dqkv, dfch               backend.Buf
 	inputs, targets                                              backend.Buf
 }
 
@@ -134,7 +134,7 @@ func (m *Model) allocActs() {
 		lnf: a(BT * C), lnfMean: s(BT), lnfRstd: s(BT),
 		logits: a(BT * Vp), logitsLse: s(BT), losses: s(BT),
 		dresidual: a(BT * C), dlnf: a(BT * C), dln1: a(BT * C), datty: a(BT * C), dln2: a(BT * C),
-		dqkv: a(BT * 3 * C), dfch: a(BT * 4 * C), dfchGelu: a(BT * 4 * C),
+		dqkv: a(BT * 3 * C), dfch: a(BT * 4 * C),
 	}
 }
 
@@ -193,7 +193,7 @@ func (m *Model) actsFor(B, T int) *acts {
 		logits: first(ab.logits, BT*Vp), logitsLse: first(ab.logitsLse, BT), losses: first(ab.losses, BT),
 		dresidual: first(ab.dresidual, BT*C), dlnf: first(ab.dlnf, BT*C),
 		dln1: first(ab.dln1, BT*C), datty: first(ab.datty, BT*C), dln2: first(ab.dln2, BT*C),
-		dqkv: first(ab.dqkv, BT*3*C), dfch: first(ab.dfch, BT*4*C), dfchGelu: first(ab.dfchGelu, BT*4*C),
+		dqkv: first(ab.dqkv, BT*3*C), dfch: first(ab.dfch, BT*4*C),
 		inputs: first(m.inputs, BT), targets: first(m.targets, BT),
 	}
 	m.views[[2]int{B, T}] = a
@@ -297,8 +297,7 @@ func (m *Model) forward(inputs, targets []int32, B, T int, lossScale float32) (f
 		be.AttentionForward(a.atty[l], a.attLse[l], a.qkv[l], B, T, C, NH, backend.AttentionMask{Causal: true})
 		m.matmulForward(a.attproj[l], a.atty[l], p.attprojw[l], p.attprojb[l], BT, C, C)
 		be.ResidualLayerNormForward(a.residual2[l], a.ln2[l], a.ln2Mean[l], a.ln2Rstd[l], residual, a.attproj[l], p.ln2w[l], p.ln2b[l], BT, C)
-		m.matmulForward(a.fch[l], a.ln2[l], p.fcw[l], p.fcb[l], BT, C, 4*C)
-		be.GeluForward(a.fchGelu[l], a.fch[l], BT*4*C)
+		m.mlpUp(a.fchGelu[l], a.fch[l], a.ln2[l], p.fcw[l], p.fcb[l], BT, C, 4*C)
 		m.matmulForward(a.fcproj[l], a.fchGelu[l], p.fcprojw[l], p.fcprojb[l], BT, 4*C, C)
 		if l+1 < c.NumLayers {
 			be.ResidualLayerNormForward(a.res3[l], a.ln1[l+1], a.ln1Mean[l+1], a.ln1Rstd[l+1], a.residual2[l], a.fcproj[l], p.ln1w[l+1], p.ln1b[l+1], BT, C)
@@ -377,7 +376,7 @@ func (m *Model) backward(lossScale float32, g *paramViews) error {
 	case m.fusedScale != lossScale:
 		return fmt.Errorf("backward with loss scale %g after ForwardTrain with %g", lossScale, m.fusedScale)
 	}
-	// The activation gradients (dlnf, dfchGelu, dfch, dln2, datty, dqkv, dln1) are written whole
+	// The activation gradients (dlnf, dfch, dln2, datty, dqkv, dln1) are written whole
 	// by the op that produces them, so only dresidual, which LayerNormBackward accumulates into,
 	// needs zeroing.
 	be.Zero(a.dresidual)
@@ -394,8 +393,7 @@ func (m *Model) backward(lossScale float32, g *paramViews) error {
 			residual = a.res3[l-1]
 		}
 		// MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))).
-		be.MatmulBackward(a.dfchGelu, g.fcprojw[l], g.fcprojb[l], a.dresidual, a.fchGelu[l], p.fcprojw[l], BT, 4*C, C)
-		be.GeluBackward(a.dfch, a.fch[l], a.dfchGelu, BT*4*C)
+		be.MatmulBackwardGelu(a.dfch, g.fcprojw[l], g.fcprojb[l], a.dresidual, a.fchGelu[l], p.fcprojw[l], a.fch[l], BT, 4*C, C)
 		be.MatmulBackward(a.dln2, g.fcw[l], g.fcb[l], a.dfch, a.ln2[l], p.fcw[l], BT, C, 4*C)
 		be.LayerNormBackward(a.dresidual, g.ln2w[l], g.ln2b[l], a.dln2, a.residual2[l], p.ln2w[l], a.ln2Mean[l], a.ln2Rstd[l], BT, C)
 		// Attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual)))).

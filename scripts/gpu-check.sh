@@ -59,7 +59,8 @@ done
 # The mixed-precision checks by name, so their rows show even when the package passes as a whole.
 for spec in cuda:TestOps16MatchCPU cuda:TestConvertMatchesCPUBits gpt:TestCUDAMixedPrecisionTracksCPU train:TestCUDAMixedPrecisionResumeIsBitIdentical \
     bert:TestCUDAForwardBackwardMatchesPyTorch bert:TestCUDATenAdamWStepsMatchPyTorch bert:TestCUDAMixedPrecisionMatchesPyTorch \
-    cuda:TestAttentionTensorCores cuda:TestMatmulTuning cuda:TestCrossEntropyPaths gpt:TestCUDAForwardTrainMatchesForward; do
+    cuda:TestAttentionTensorCores cuda:TestMatmulTuning cuda:TestCrossEntropyPaths gpt:TestCUDAForwardTrainMatchesForward \
+    cuda:TestGeluFusion; do
   t=${spec%%:*} name=${spec#*:}
   log=$work/test-$t.log
   [ -f "$log" ] || continue
@@ -129,6 +130,7 @@ bench() { # name, command...
 for prec in fp32 tf32 bf16 fp16; do
   bench "gpt2go $prec" "$bin/gpt2go" bench --device cuda --precision $prec --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
 done
+bench "gpt2go bf16, GELU unfused" env GPT2GO_GELU_FUSION=0 "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
 bench "gpt2go bf16, heuristic matmuls" env GPT2GO_MATMUL_TUNE=0 "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
 "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 1 --steps 2 --verbose > "$work/matmul-tuned.txt" 2>&1 \
   && row "bf16 step's matmul picks (one call each)" "ok" "$(grep -o 'one call of each shape.*' "$work/matmul-tuned.txt" || echo 'no table')" \

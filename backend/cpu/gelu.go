@@ -12,7 +12,20 @@ func (be *Backend) GeluForward(out, inp backend.Buf, N int) {
 	be.round(out, N)
 }
 
-// GeluBackward writes dinp(N) = gelu'(inp) * dout.
+// MatmulGeluForward is MatmulForward into pre, then GeluForward from it into out. See
+// backend.Ops.
+func (be *Backend) MatmulGeluForward(out, pre, inp, weight, bias backend.Buf, N, C, OC int) {
+	be.MatmulForward(pre, inp, weight, bias, N, C, OC)
+	be.GeluForward(out, pre, N*OC)
+}
+
+// MatmulBackwardGelu is MatmulBackward, then GeluBackward on dinp in place. See backend.Ops.
+func (be *Backend) MatmulBackwardGelu(dinp, dweight, dbias, dout, inp, weight, pre backend.Buf, N, C, OC int) {
+	be.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+	be.GeluBackward(dinp, pre, dinp, N*C)
+}
+
+// GeluBackward writes dinp(N) = gelu'(inp) * dout; dinp may be dout.
 func (be *Backend) GeluBackward(dinp, inp, dout backend.Buf, N int) {
 	geluBackward(&be.pool, Floats(dinp), Floats(inp), Floats(dout), N)
 	be.round(dinp, N)

@@ -23,6 +23,9 @@ type Options struct {
 	// of the fastest of its candidates, timed once and cached on disk (GPT2GO_MATMUL_TUNE=0;
 	// see matmul_tune.go).
 	NoMatmulTuning bool
+	// NoGeluFusion runs GPT-2's MLP GELU as kernels of its own instead of in cuBLASLt's matmul
+	// epilogues (GPT2GO_GELU_FUSION=0).
+	NoGeluFusion bool
 	// Verbose, when set, receives the memory plan (bytes per category) before allocation.
 	Verbose io.Writer
 }

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -14,23 +15,28 @@ import (
 
 // cuBLASLt constants (cublasLt.h, library_types.h).
 const (
-	cudaR32F            = 0  // CUDA_R_32F
-	cudaR16F            = 2  // CUDA_R_16F
-	cudaR16BF           = 14 // CUDA_R_16BF
-	computeF32          = 68 // CUBLAS_COMPUTE_32F
-	computeF32FastTF32  = 77 // CUBLAS_COMPUTE_32F_FAST_TF32
-	descTransA          = 3  // CUBLASLT_MATMUL_DESC_TRANSA
-	descTransB          = 4  // CUBLASLT_MATMUL_DESC_TRANSB
-	descEpilogue        = 7  // CUBLASLT_MATMUL_DESC_EPILOGUE
-	descBiasPointer     = 8  // CUBLASLT_MATMUL_DESC_BIAS_POINTER
-	epilogueDefault     = 1  // CUBLASLT_EPILOGUE_DEFAULT
-	epilogueBias        = 4  // CUBLASLT_EPILOGUE_BIAS
-	opN                 = 0  // CUBLAS_OP_N
-	opT                 = 1  // CUBLAS_OP_T
-	prefMaxWorkspace    = 1  // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
-	prefMinAlignA       = 5  // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES (B, C, D follow: 6, 7, 8)
-	heuristicResultSize = 96 // sizeof(cublasLtMatmulHeuristicResult_t): algo (64 bytes), workspaceSize (size_t), state, wavesCount, reserved[4]
-	heuristicWorkspace  = 64 // offset of workspaceSize in it
+	cudaR32F            = 0                              // CUDA_R_32F
+	cudaR16F            = 2                              // CUDA_R_16F
+	cudaR16BF           = 14                             // CUDA_R_16BF
+	computeF32          = 68                             // CUBLAS_COMPUTE_32F
+	computeF32FastTF32  = 77                             // CUBLAS_COMPUTE_32F_FAST_TF32
+	descTransA          = 3                              // CUBLASLT_MATMUL_DESC_TRANSA
+	descTransB          = 4                              // CUBLASLT_MATMUL_DESC_TRANSB
+	descEpilogue        = 7                              // CUBLASLT_MATMUL_DESC_EPILOGUE
+	descBiasPointer     = 8                              // CUBLASLT_MATMUL_DESC_BIAS_POINTER
+	descAuxPointer      = 11                             // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER
+	descAuxLD           = 12                             // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD
+	epilogueDefault     = 1                              // CUBLASLT_EPILOGUE_DEFAULT
+	epilogueBias        = 4                              // CUBLASLT_EPILOGUE_BIAS
+	epilogueGeluAux     = 32 | 128                       // CUBLASLT_EPILOGUE_GELU_AUX: D = gelu(AB), aux = AB
+	epilogueGeluAuxBias = epilogueGeluAux | epilogueBias // CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+	epilogueDGelu       = 64 | 128                       // CUBLASLT_EPILOGUE_DGELU: D = AB * gelu'(aux)
+	opN                 = 0                              // CUBLAS_OP_N
+	opT                 = 1                              // CUBLAS_OP_T
+	prefMaxWorkspace    = 1                              // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
+	prefMinAlignA       = 5                              // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES (B, C, D follow: 6, 7, 8)
+	heuristicResultSize = 96                             // sizeof(cublasLtMatmulHeuristicResult_t): algo (64 bytes), workspaceSize (size_t), state, wavesCount, reserved[4]
+	heuristicWorkspace  = 64                             // offset of workspaceSize in it
 )
 
 // CublasLt is the cuBLASLt library, loaded with purego.
@@ -114,7 +120,26 @@ type Gemm struct {
 	Bias           bool // add a bias vector of length m to every column of D
 	TF32           bool
 	AB, D          backend.DType
+	// Gelu fuses GPT-2's GELU (tanh form) into the product through an epilogue on an auxiliary
+	// matrix of D's shape and format with leading dimension AuxLD (a multiple of 8): GeluForward
+	// writes the product (+ bias) to aux and its GELU to D; GeluBackward multiplies the product
+	// by GELU's derivative at aux, which it reads.
+	Gelu  GeluEpilogue
+	AuxLD int
 }
+
+// GeluEpilogue selects Gemm's GELU epilogue.
+type GeluEpilogue int
+
+const (
+	NoGelu GeluEpilogue = iota
+	GeluForward
+	GeluBackward
+)
+
+// errNoAlgorithm says cuBLASLt has no algorithm for a product: for a fused epilogue, the op runs
+// unfused instead.
+var errNoAlgorithm = errors.New("cuBLASLt has no algorithm")
 
 // cudaDataType is the cudaDataType_t of a storage format.
 func cudaDataType(dt backend.DType) uintptr {
@@ -132,7 +157,7 @@ type matmulPlan struct {
 	desc, a, b, d uintptr
 	heuristic     [heuristicResultSize]byte // the chosen algorithm
 	alpha, beta   float32
-	bias          uintptr // the bias pointer last set on desc
+	bias, aux     uintptr // the bias and aux pointers last set on desc
 }
 
 // Blas runs matrix products on one device through cuBLASLt.
@@ -143,8 +168,9 @@ type Blas struct {
 	workspace uintptr
 	wsBytes   int64
 	plans     map[planKey]*matmulPlan
-	tune      bool       // pick algorithms by timing (matmul_tune.go)
-	cache     *algoCache // tuned choices, shared with later runs
+	missing   map[planKey]bool // products with no algorithm (errNoAlgorithm)
+	tune      bool             // pick algorithms by timing (matmul_tune.go)
+	cache     *algoCache       // tuned choices, shared with later runs
 	events    eventPair
 	tuned     map[string]TunedShape
 }
@@ -156,7 +182,7 @@ type Blas struct {
 // for 256 bytes may fail or fault on them. Each alignment gets its own plan.
 type planKey struct {
 	Gemm
-	alignA, alignB, alignD, alignBias uint32
+	alignA, alignB, alignD, alignBias, alignAux uint32
 }
 
 // alignOf returns the largest power of two up to 256 that divides p (256 for a null pointer).
@@ -176,7 +202,7 @@ func NewBlas(g *Device, wsBytes int64, tune bool, cacheDir string) (*Blas, error
 	if err != nil {
 		return nil, err
 	}
-	b := &Blas{lib: lib, g: g, wsBytes: wsBytes, plans: map[planKey]*matmulPlan{}, tune: tune, tuned: map[string]TunedShape{}}
+	b := &Blas{lib: lib, g: g, wsBytes: wsBytes, plans: map[planKey]*matmulPlan{}, missing: map[planKey]bool{}, tune: tune, tuned: map[string]TunedShape{}}
 	defer g.bind()()
 	if err := checkCublas("cublasLtCreate", first(purego.SyscallN(lib.create, uintptr(unsafe.Pointer(&b.handle))))); err != nil {
 		return nil, err
@@ -196,8 +222,8 @@ func NewBlas(g *Device, wsBytes int64, tune bool, cacheDir string) (*Blas, error
 
 // operands are the device pointers of one Matmul call.
 type operands struct {
-	a, b, d, bias uintptr
-	accumulate    bool
+	a, b, d, bias, aux uintptr
+	accumulate         bool
 }
 
 func (b *Blas) plan(key planKey, op operands) (*matmulPlan, error) {
@@ -224,7 +250,14 @@ func (b *Blas) plan(key planKey, op operands) (*matmulPlan, error) {
 		return opN
 	}
 	epilogue := int32(epilogueDefault)
-	if s.Bias {
+	switch {
+	case s.Gelu == GeluForward && s.Bias:
+		epilogue = epilogueGeluAuxBias
+	case s.Gelu == GeluForward:
+		epilogue = epilogueGeluAux
+	case s.Gelu == GeluBackward:
+		epilogue = epilogueDGelu
+	case s.Bias:
 		epilogue = epilogueBias
 	}
 	for _, a := range []struct {
@@ -252,6 +285,18 @@ func (b *Blas) plan(key planKey, op operands) (*matmulPlan, error) {
 			return nil, err
 		}
 	}
+	if s.Gelu != NoGelu {
+		if s.Bias && s.Gelu == GeluBackward {
+			return nil, fmt.Errorf("cuBLASLt: a bias with the GELU backward epilogue")
+		}
+		ld := int64(s.AuxLD)
+		if err := checkCublas("cublasLtMatmulDescSetAttribute(aux ld)", first(purego.SyscallN(lib.descSetAttr, p.desc, descAuxLD, uintptr(unsafe.Pointer(&ld)), 8))); err != nil {
+			return nil, err
+		}
+		if err := p.setAux(lib, op.aux); err != nil {
+			return nil, err
+		}
+	}
 	if err := layout(&p.a, s.AB, ar, ac, s.LDA); err != nil {
 		return nil, err
 	}
@@ -266,6 +311,16 @@ func (b *Blas) plan(key planKey, op operands) (*matmulPlan, error) {
 	}
 	b.plans[key] = p
 	return p, nil
+}
+
+// setAux points the plan's descriptor at the epilogue's auxiliary matrix.
+func (p *matmulPlan) setAux(lib *CublasLt, aux uintptr) error {
+	v := aux
+	if err := checkCublas("cublasLtMatmulDescSetAttribute(aux)", first(purego.SyscallN(lib.descSetAttr, p.desc, descAuxPointer, uintptr(unsafe.Pointer(&v)), 8))); err != nil {
+		return err
+	}
+	p.aux = aux
+	return nil
 }
 
 // setBias points the plan's descriptor at bias.
@@ -323,7 +378,7 @@ func (b *Blas) chooseAlgo(key planKey, p *matmulPlan, op operands) error {
 		return err
 	}
 	if found == 0 {
-		return fmt.Errorf("cuBLASLt has no algorithm for %+v", key.Gemm)
+		return fmt.Errorf("%w for %+v", errNoAlgorithm, key.Gemm)
 	}
 	candidate := func(i int) []byte { return results[i*heuristicResultSize : (i+1)*heuristicResultSize] }
 	if !b.tune || found == 1 {
@@ -401,17 +456,37 @@ func (b *Blas) timeCandidates(key planKey, p *matmulPlan, op operands, n int, ca
 
 // Matmul queues D = op(A)@op(B) (+ bias), accumulating into D when accumulate is set.
 func (b *Blas) Matmul(s Gemm, a, bm, d, bias uintptr, accumulate bool) error {
+	return b.MatmulAux(s, a, bm, d, bias, 0, accumulate)
+}
+
+// MatmulAux is Matmul with s.Gelu's epilogue on the auxiliary matrix aux. A product cuBLASLt has
+// no algorithm for returns an error wrapping errNoAlgorithm, at once on later calls.
+func (b *Blas) MatmulAux(s Gemm, a, bm, d, bias, aux uintptr, accumulate bool) error {
 	defer b.g.bind()() // the plan's heuristic query also needs the device's context current
 	if !s.Bias {
 		bias = 0
 	}
-	key := planKey{Gemm: s, alignA: alignOf(a), alignB: alignOf(bm), alignD: alignOf(d), alignBias: alignOf(bias)}
-	p, err := b.plan(key, operands{a: a, b: bm, d: d, bias: bias, accumulate: accumulate})
+	if s.Gelu == NoGelu {
+		aux = 0
+	}
+	key := planKey{Gemm: s, alignA: alignOf(a), alignB: alignOf(bm), alignD: alignOf(d), alignBias: alignOf(bias), alignAux: alignOf(aux)}
+	if b.missing[key] {
+		return fmt.Errorf("%w for %+v", errNoAlgorithm, s)
+	}
+	p, err := b.plan(key, operands{a: a, b: bm, d: d, bias: bias, aux: aux, accumulate: accumulate})
+	if errors.Is(err, errNoAlgorithm) {
+		b.missing[key] = true
+	}
 	if err != nil {
 		return err
 	}
 	if s.Bias && p.bias != bias {
 		if err := p.setBias(b.lib, bias); err != nil {
+			return err
+		}
+	}
+	if s.Gelu != NoGelu && p.aux != aux {
+		if err := p.setAux(b.lib, aux); err != nil {
 			return err
 		}
 	}

@@ -192,9 +192,13 @@ func (k planKey) String() string {
 		}
 		return 0
 	}
-	return fmt.Sprintf("t%d%d m%d n%d k%d ld%d,%d,%d bias%d tf32%d %v>%v align%d,%d,%d,%d",
+	key := fmt.Sprintf("t%d%d m%d n%d k%d ld%d,%d,%d bias%d tf32%d %v>%v align%d,%d,%d,%d",
 		b(k.TransA), b(k.TransB), k.M, k.N, k.K, k.LDA, k.LDB, k.LDD, b(k.Bias), b(k.TF32),
 		k.AB, k.D, k.alignA, k.alignB, k.alignD, k.alignBias)
+	if k.Gelu != NoGelu { // keys without an epilogue read as before it existed
+		key += fmt.Sprintf(" gelu%d ld%d align%d", k.Gelu, k.AuxLD, k.alignAux)
+	}
+	return key
 }
 
 // fastest returns the index of the smallest finite time, the earlier one on a tie (the

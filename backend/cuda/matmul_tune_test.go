@@ -53,6 +53,10 @@ func TestPlanKeyString(t *testing.T) {
 		func(k *planKey) { k.alignB = 4 },
 		func(k *planKey) { k.alignD = 4 },
 		func(k *planKey) { k.alignBias = 4 },
+		func(k *planKey) { k.Gelu, k.AuxLD, k.alignAux = GeluForward, 3072, 256 },
+		func(k *planKey) { k.Gelu, k.AuxLD, k.alignAux = GeluBackward, 3072, 256 },
+		func(k *planKey) { k.Gelu, k.AuxLD, k.alignAux = GeluForward, 3080, 256 },
+		func(k *planKey) { k.Gelu, k.AuxLD, k.alignAux = GeluForward, 3072, 16 },
 	}
 	seen := map[string]int{base.String(): -1}
 	for i, v := range variants {

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"unsafe"
@@ -216,6 +217,58 @@ func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backen
 			k.Ptr(ptrOf(dbias)).Ptr(partial).Int(chunks).Int(OC)
 		})
 	}
+}
+
+// MatmulGeluForward runs the product with cuBLASLt's GELU epilogue (GELU_AUX_BIAS): one pass
+// writes pre (the auxiliary output, product plus bias) and out = gelu of the unrounded sum. Column-
+// major, D = out^T (OC,N) and aux = pre^T share the leading dimension OC, which cuBLASLt needs to
+// be a multiple of 8. Otherwise, with Options.NoGeluFusion, or where cuBLASLt has no algorithm,
+// it runs MatmulForward and GeluForward.
+func (be *Backend) MatmulGeluForward(out, pre, inp, weight, bias backend.Buf, N, C, OC int) {
+	if be.err != nil {
+		return
+	}
+	x := out.DType()
+	if !be.sameFormat("MatmulGeluForward", x, pre, inp, weight, bias) {
+		return
+	}
+	if !be.opts.NoGeluFusion && OC%8 == 0 {
+		s := Gemm{TransA: true, M: OC, N: N, K: C, LDA: C, LDB: C, LDD: OC, Bias: bias != nil, TF32: be.opts.TF32, AB: x, D: x,
+			Gelu: GeluForward, AuxLD: OC}
+		err := be.blas.MatmulAux(s, ptrOf(weight), ptrOf(inp), ptrOf(out), ptrOf(bias), ptrOf(pre), false)
+		if !errors.Is(err, errNoAlgorithm) {
+			be.fail(err)
+			be.afterOp("MatmulGeluForward")
+			return
+		}
+	}
+	be.MatmulForward(pre, inp, weight, bias, N, C, OC)
+	be.GeluForward(out, pre, N*OC)
+}
+
+// MatmulBackwardGelu computes dinp with cuBLASLt's DGELU epilogue, gelu'(pre) applied to the
+// unrounded product (pre^T (C,N) column-major has dinp^T's leading dimension C, a multiple of 8),
+// then the parameter gradients as MatmulBackward does; otherwise MatmulBackward and GeluBackward
+// in place.
+func (be *Backend) MatmulBackwardGelu(dinp, dweight, dbias, dout, inp, weight, pre backend.Buf, N, C, OC int) {
+	if be.err != nil {
+		return
+	}
+	x := dout.DType()
+	if !be.sameFormat("MatmulBackwardGelu", x, dinp, inp, weight, pre) {
+		return
+	}
+	if !be.opts.NoGeluFusion && C%8 == 0 {
+		s := Gemm{M: C, N: N, K: OC, LDA: C, LDB: OC, LDD: C, TF32: be.opts.TF32, AB: x, D: x, Gelu: GeluBackward, AuxLD: C}
+		err := be.blas.MatmulAux(s, ptrOf(weight), ptrOf(dout), ptrOf(dinp), 0, ptrOf(pre), false)
+		if !errors.Is(err, errNoAlgorithm) {
+			be.fail(err)
+			be.MatmulBackward(nil, dweight, dbias, dout, inp, weight, N, C, OC)
+			return
+		}
+	}
+	be.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+	be.GeluBackward(dinp, pre, dinp, N*C)
 }
 
 // afterOp waits after a library call when SyncEachOp is set, so faults name their op.

@@ -115,6 +115,20 @@ func matmulBackwardCost(N, C, OC int, dinp, dbias bool) Cost {
 	}
 }
 
+// matmulGeluForwardCost: matmulForwardCost, writing pre (N,OC) as well as out (N,OC).
+func matmulGeluForwardCost(N, C, OC int, bias bool) Cost {
+	c := matmulForwardCost(N, C, OC, bias)
+	c.Bytes += elems(N * OC)
+	return c
+}
+
+// matmulBackwardGeluCost: matmulBackwardCost with dinp, reading pre (N,C) as well.
+func matmulBackwardGeluCost(N, C, OC int, dbias bool) Cost {
+	c := matmulBackwardCost(N, C, OC, true, dbias)
+	c.Bytes += elems(N * C)
+	return c
+}
+
 // causalPairs is the number of (query, key) pairs a causal mask keeps in one head: T(T+1)/2.
 func causalPairs(T int) float64 { return float64(T) * float64(T+1) / 2 }
 

@@ -47,6 +47,18 @@ func (p *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backend
 	p.record("MatmulBackward", start, p.finish(), matmulBackwardCost(N, C, OC, dinp != nil, dbias != nil))
 }
 
+func (p *Backend) MatmulGeluForward(out, pre, inp, weight, bias backend.Buf, N, C, OC int) {
+	start := p.now()
+	p.Backend.MatmulGeluForward(out, pre, inp, weight, bias, N, C, OC)
+	p.record("MatmulGeluForward", start, p.finish(), matmulGeluForwardCost(N, C, OC, bias != nil))
+}
+
+func (p *Backend) MatmulBackwardGelu(dinp, dweight, dbias, dout, inp, weight, pre backend.Buf, N, C, OC int) {
+	start := p.now()
+	p.Backend.MatmulBackwardGelu(dinp, dweight, dbias, dout, inp, weight, pre, N, C, OC)
+	p.record("MatmulBackwardGelu", start, p.finish(), matmulBackwardGeluCost(N, C, OC, dbias != nil))
+}
+
 func (p *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int, mask backend.AttentionMask) {
 	start := p.now()
 	p.Backend.AttentionForward(out, lse, qkv, B, T, C, NH, mask)

@@ -140,7 +140,8 @@ func (d *deviceFlags) cpu(stderr io.Writer, why string) backend.Backend {
 
 func (d *deviceFlags) cuda(ordinal int) (*cuda.Backend, error) {
 	opts := cuda.Options{Device: ordinal, TF32: d.tf32, SyncEachOp: os.Getenv("GPT2GO_CUDA_SYNC") == "1",
-		FMAAttention: os.Getenv("GPT2GO_ATTENTION") == "fma", NoMatmulTuning: os.Getenv("GPT2GO_MATMUL_TUNE") == "0"}
+		FMAAttention: os.Getenv("GPT2GO_ATTENTION") == "fma", NoMatmulTuning: os.Getenv("GPT2GO_MATMUL_TUNE") == "0",
+		NoGeluFusion: os.Getenv("GPT2GO_GELU_FUSION") == "0"}
 	if d.verbose {
 		opts.Verbose = d.stderr
 	}
