@@ -418,18 +418,10 @@ func (b *Blas) timeCandidates(key planKey, p *matmulPlan, op operands, n int, ca
 			return nil, err
 		}
 	}
-	p.alpha, p.beta = 1, 0
-	if op.accumulate {
-		p.beta = 1
-	}
 	times := make([]float64, n)
 	for i := range n {
 		algo := candidate(i)
-		run := func() error {
-			r, _, _ := purego.SyscallN(b.lib.matmul, b.handle, p.desc, uintptr(unsafe.Pointer(&p.alpha)), op.a, p.a, op.b, p.b,
-				uintptr(unsafe.Pointer(&p.beta)), op.d, p.d, op.d, p.d, uintptr(unsafe.Pointer(&algo[0])), b.workspace, uintptr(b.wsBytes), b.g.stream)
-			return checkCublas("cublasLtMatmul", r)
-		}
+		run := func() error { return b.launch(key.Gemm, p, op, algo) }
 		times[i] = math.NaN()
 		if run() != nil { // a candidate the library lists but cannot launch here
 			continue
@@ -490,11 +482,17 @@ func (b *Blas) MatmulAux(s Gemm, a, bm, d, bias, aux uintptr, accumulate bool) e
 			return err
 		}
 	}
+	return b.launch(s, p, operands{a: a, b: bm, d: d, accumulate: accumulate}, p.heuristic[:algoBytes])
+}
+
+// launch queues one cublasLtMatmul of plan p for s on op's operands with algorithm algo (C is D;
+// beta 1 when op accumulates).
+func (b *Blas) launch(s Gemm, p *matmulPlan, op operands, algo []byte) error {
 	p.alpha, p.beta = 1, 0
-	if accumulate {
+	if op.accumulate {
 		p.beta = 1
 	}
-	r, _, _ := purego.SyscallN(b.lib.matmul, b.handle, p.desc, uintptr(unsafe.Pointer(&p.alpha)), a, p.a, bm, p.b,
-		uintptr(unsafe.Pointer(&p.beta)), d, p.d, d, p.d, uintptr(unsafe.Pointer(&p.heuristic[0])), b.workspace, uintptr(b.wsBytes), b.g.stream)
+	r, _, _ := purego.SyscallN(b.lib.matmul, b.handle, p.desc, uintptr(unsafe.Pointer(&p.alpha)), op.a, p.a, op.b, p.b,
+		uintptr(unsafe.Pointer(&p.beta)), op.d, p.d, op.d, p.d, uintptr(unsafe.Pointer(&algo[0])), b.workspace, uintptr(b.wsBytes), b.g.stream)
 	return checkCublas(fmt.Sprintf("cublasLtMatmul(m=%d n=%d k=%d)", s.M, s.N, s.K), r)
 }

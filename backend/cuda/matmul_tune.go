@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -279,14 +280,6 @@ func (b *Blas) Tuned() []TunedShape {
 		t.Key = k
 		out = append(out, t)
 	}
-	slices.SortFunc(out, func(a, b TunedShape) int {
-		switch {
-		case a.Key < b.Key:
-			return -1
-		case a.Key > b.Key:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b TunedShape) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }

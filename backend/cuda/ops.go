@@ -182,9 +182,18 @@ func (be *Backend) MatmulForward(out, inp, weight, bias backend.Buf, N, C, OC in
 	if !be.sameFormat("MatmulForward", x, inp, weight, bias) {
 		return
 	}
-	s := Gemm{TransA: true, M: OC, N: N, K: C, LDA: C, LDB: C, LDD: OC, Bias: bias != nil, TF32: be.opts.TF32, AB: x, D: x}
-	be.fail(be.blas.Matmul(s, ptrOf(weight), ptrOf(inp), ptrOf(out), ptrOf(bias), false))
+	be.fail(be.blas.Matmul(be.forwardGemm(x, N, C, OC, bias != nil), ptrOf(weight), ptrOf(inp), ptrOf(out), ptrOf(bias), false))
 	be.afterOp("MatmulForward")
+}
+
+// forwardGemm is MatmulForward's product in format x (see there).
+func (be *Backend) forwardGemm(x backend.DType, N, C, OC int, bias bool) Gemm {
+	return Gemm{TransA: true, M: OC, N: N, K: C, LDA: C, LDB: C, LDD: OC, Bias: bias, TF32: be.opts.TF32, AB: x, D: x}
+}
+
+// dinpGemm is MatmulBackward's dinp product in format x (see there).
+func (be *Backend) dinpGemm(x backend.DType, N, C, OC int) Gemm {
+	return Gemm{M: C, N: N, K: OC, LDA: C, LDB: OC, LDD: C, TF32: be.opts.TF32, AB: x, D: x}
 }
 
 // MatmulBackward, column-major: dinp^T(C,N) = weight(C,OC as stored) @ dout^T(OC,N) (beta 0:
@@ -200,8 +209,7 @@ func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backen
 		return
 	}
 	if dinp != nil {
-		s := Gemm{M: C, N: N, K: OC, LDA: C, LDB: OC, LDD: C, TF32: be.opts.TF32, AB: x, D: x}
-		be.fail(be.blas.Matmul(s, ptrOf(weight), ptrOf(dout), ptrOf(dinp), 0, false))
+		be.fail(be.blas.Matmul(be.dinpGemm(x, N, C, OC), ptrOf(weight), ptrOf(dout), ptrOf(dinp), 0, false))
 	}
 	// The weight gradient accumulates in its own format (fp32 by default) from 16-bit operands.
 	s := Gemm{TransB: true, M: C, N: OC, K: N, LDA: C, LDB: OC, LDD: C, TF32: be.opts.TF32, AB: x, D: g}
@@ -233,8 +241,8 @@ func (be *Backend) MatmulGeluForward(out, pre, inp, weight, bias backend.Buf, N,
 		return
 	}
 	if !be.opts.NoGeluFusion && OC%8 == 0 {
-		s := Gemm{TransA: true, M: OC, N: N, K: C, LDA: C, LDB: C, LDD: OC, Bias: bias != nil, TF32: be.opts.TF32, AB: x, D: x,
-			Gelu: GeluForward, AuxLD: OC}
+		s := be.forwardGemm(x, N, C, OC, bias != nil)
+		s.Gelu, s.AuxLD = GeluForward, OC
 		err := be.blas.MatmulAux(s, ptrOf(weight), ptrOf(inp), ptrOf(out), ptrOf(bias), ptrOf(pre), false)
 		if !errors.Is(err, errNoAlgorithm) {
 			be.fail(err)
@@ -259,7 +267,8 @@ func (be *Backend) MatmulBackwardGelu(dinp, dweight, dbias, dout, inp, weight, p
 		return
 	}
 	if !be.opts.NoGeluFusion && C%8 == 0 {
-		s := Gemm{M: C, N: N, K: OC, LDA: C, LDB: OC, LDD: C, TF32: be.opts.TF32, AB: x, D: x, Gelu: GeluBackward, AuxLD: C}
+		s := be.dinpGemm(x, N, C, OC)
+		s.Gelu, s.AuxLD = GeluBackward, C
 		err := be.blas.MatmulAux(s, ptrOf(weight), ptrOf(dout), ptrOf(dinp), 0, ptrOf(pre), false)
 		if !errors.Is(err, errNoAlgorithm) {
 			be.fail(err)

@@ -28,24 +28,24 @@ __device__ __forceinline__ void st8(float* p, const float* v) {
     reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
     reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
-__device__ __forceinline__ void ld8(const bf16* p, float* v) {
+// The 16-bit formats (bf16, fp16): one 16-byte load of 8 elements, each converted by ld / st.
+template <typename H>
+__device__ __forceinline__ void ld8(const H* p, float* v) {
     uint4 u = *reinterpret_cast<const uint4*>(p);
     unsigned w[4] = {u.x, u.y, u.z, u.w};
-    for (int i = 0; i < 4; i++) v[2 * i] = bf16_to_float(w[i] & 0xffffu), v[2 * i + 1] = bf16_to_float(w[i] >> 16);
+    for (int i = 0; i < 4; i++) {
+        H lo = {(unsigned short)(w[i] & 0xffffu)}, hi = {(unsigned short)(w[i] >> 16)};
+        v[2 * i] = ld(&lo), v[2 * i + 1] = ld(&hi);
+    }
 }
-__device__ __forceinline__ void st8(bf16* p, const float* v) {
+template <typename H>
+__device__ __forceinline__ void st8(H* p, const float* v) {
     unsigned w[4];
-    for (int i = 0; i < 4; i++) w[i] = bf16_round_bits(v[2 * i]) | ((unsigned)bf16_round_bits(v[2 * i + 1]) << 16);
-    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
-}
-__device__ __forceinline__ void ld8(const fp16* p, float* v) {
-    uint4 u = *reinterpret_cast<const uint4*>(p);
-    unsigned w[4] = {u.x, u.y, u.z, u.w};
-    for (int i = 0; i < 4; i++) v[2 * i] = fp16_to_float(w[i] & 0xffffu), v[2 * i + 1] = fp16_to_float(w[i] >> 16);
-}
-__device__ __forceinline__ void st8(fp16* p, const float* v) {
-    unsigned w[4];
-    for (int i = 0; i < 4; i++) w[i] = fp16_round_bits(v[2 * i]) | ((unsigned)fp16_round_bits(v[2 * i + 1]) << 16);
+    for (int i = 0; i < 4; i++) {
+        H lo, hi;
+        st(&lo, v[2 * i]), st(&hi, v[2 * i + 1]);
+        w[i] = lo.bits | ((unsigned)hi.bits << 16);
+    }
     *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
