@@ -17,6 +17,8 @@
 //     order, which is what makes resumed runs bit-identical.
 package backend
 
+import "math"
+
 // Buf is memory owned by a backend: host memory on the CPU, device memory on a GPU.
 type Buf interface {
 	// Len is the number of elements (float32 or int32) in the buffer.
@@ -161,6 +163,17 @@ type Ops interface {
 	AdamW(params, grads, m, v Buf, N int, h AdamWParams)
 	// SumSquares returns the sum of squares of x(N) accumulated in float64 (for the gradient norm).
 	SumSquares(x Buf, N int) float64
+	// GradStats computes, without a copy to the host, what AdamWAll reads: with sum the float64
+	// sum of squares of grads(N) taken per block of `block` elements as SumSquaresBlocks does
+	// and then over the blocks in order (the gradient norm's definition), it writes into
+	// stats(StepStatsLen) what StepStatsOf(sum, clip, lossScale) gives (see StepStats).
+	GradStats(stats, grads Buf, N, block int, clip, lossScale float64)
+	// AdamWAll is AdamW over every tensor of flat buffers in one op: segs lists the tensors in
+	// order (their lengths sum to N = params.Len()), each decayed with h.WeightDecay or not;
+	// the gradient scale is the one GradStats wrote into stats (h.GradScale is ignored), and
+	// nothing changes when stats says the norm is not finite. Each element gets the bits
+	// AdamW gives it.
+	AdamWAll(params, grads, m, v Buf, segs []AdamWSegment, h AdamWParams, stats Buf)
 	// Convert writes dst(N) = src(N) in dst's DType (the 16-bit copy of fp32 master weights). With
 	// seed 0 it rounds to nearest even like every op; otherwise stochastically (RoundStochastic),
 	// element i with the bits StochasticBits(seed, i).
@@ -187,6 +200,67 @@ type AdamWParams struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float32
 	GradScale                          float32
 	Step                               int // 1-based
+}
+
+// AdamWSegment is one tensor of AdamWAll's flat buffers: Len elements, decayed or not.
+type AdamWSegment struct {
+	Len   int
+	Decay bool
+}
+
+// SegmentsLen is the number of elements segs cover.
+func SegmentsLen(segs []AdamWSegment) int {
+	n := 0
+	for _, s := range segs {
+		n += s.Len
+	}
+	return n
+}
+
+// StepStats is what GradStats writes, in a float32 buffer of StepStatsLen elements: the
+// gradient norm (a float64, its low and high 32 bits in elements 0 and 1), AdamW's gradient
+// scale (element 2) and whether the norm is finite (element 3: 1 or 0).
+type StepStats struct {
+	Norm   float64
+	Scale  float32
+	Finite bool
+}
+
+// StepStatsLen is the length of GradStats' buffer.
+const StepStatsLen = 4
+
+// StepStatsOf is the definition every backend's GradStats follows, in float64 and in this
+// order: norm = sqrt(sum)/lossScale (lossScale is 1 without fp16's loss scaling), the clip
+// factor min(1, clip/(norm+1e-6)) as torch.nn.utils.clip_grad_norm_ computes it (1 when clip
+// <= 0), and Scale = factor/lossScale rounded to float32, the gradients' multiplier that
+// undoes the loss scale and clips. A norm that is not finite gives Finite false and Scale 0.
+func StepStatsOf(sum, clip, lossScale float64) StepStats {
+	norm := math.Sqrt(sum) / lossScale
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return StepStats{Norm: norm}
+	}
+	factor := 1.0
+	if clip > 0 {
+		factor = min(1, clip/(norm+1e-6))
+	}
+	return StepStats{Norm: norm, Scale: float32(factor / lossScale), Finite: true}
+}
+
+// Encode writes s into dst(StepStatsLen) in GradStats' layout.
+func (s StepStats) Encode(dst []float32) {
+	b := math.Float64bits(s.Norm)
+	dst[0], dst[1] = math.Float32frombits(uint32(b)), math.Float32frombits(uint32(b>>32))
+	dst[2], dst[3] = s.Scale, 0
+	if s.Finite {
+		dst[3] = 1
+	}
+}
+
+// DecodeStepStats reads GradStats' buffer, copied to the host as it is (its first two
+// elements are not float32 values but the norm's bits).
+func DecodeStepStats(src []float32) StepStats {
+	b := uint64(math.Float32bits(src[0])) | uint64(math.Float32bits(src[1]))<<32
+	return StepStats{Norm: math.Float64frombits(b), Scale: src[2], Finite: src[3] == 1}
 }
 
 // Peaker is implemented by backends that know their peak float32 matmul throughput, measured or

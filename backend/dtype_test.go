@@ -148,3 +148,49 @@ func BenchmarkRoundBF16(b *testing.B) {
 		}
 	}
 }
+
+// TestStepStatsEncoding round-trips StepStats through GradStats' float32 layout, the norm's
+// bits included (a NaN's too).
+func TestStepStatsEncoding(t *testing.T) {
+	for _, s := range []StepStats{
+		{Norm: 1.2345678901234567, Scale: 0.5, Finite: true},
+		{Norm: math.Float64frombits(0x7ff8_0000_dead_beef)},
+		{Norm: math.Inf(1)},
+		StepStatsOf(4, 1, 1), StepStatsOf(4, 0, 1024), StepStatsOf(math.NaN(), 1, 1),
+	} {
+		buf := make([]float32, StepStatsLen)
+		s.Encode(buf)
+		got := DecodeStepStats(buf)
+		if math.Float64bits(got.Norm) != math.Float64bits(s.Norm) || got.Scale != s.Scale || got.Finite != s.Finite {
+			t.Errorf("%+v came back as %+v", s, got)
+		}
+	}
+	if s := StepStatsOf(4, 1, 1); s.Norm != 2 || s.Scale != float32(1/(2+1e-6)) || !s.Finite {
+		t.Errorf("StepStatsOf(4, clip 1): %+v", s)
+	}
+	if s := StepStatsOf(16, 0, 4); s.Norm != 1 || s.Scale != 0.25 || !s.Finite {
+		t.Errorf("StepStatsOf(16, no clip, loss scale 4): %+v", s)
+	}
+}
+
+// TestSumBlockSums checks the grouping: groups of SumGroup in order, then the groups.
+func TestSumBlockSums(t *testing.T) {
+	x := make([]float64, 2*SumGroup+3)
+	for i := range x {
+		x[i] = 1 / float64(i+3)
+	}
+	var want float64
+	for lo := 0; lo < len(x); lo += SumGroup {
+		var g float64
+		for _, v := range x[lo:min(lo+SumGroup, len(x))] {
+			g += v
+		}
+		want += g
+	}
+	if got := SumBlockSums(x); got != want {
+		t.Errorf("SumBlockSums = %v, want %v", got, want)
+	}
+	if SumBlockSums(nil) != 0 {
+		t.Error("SumBlockSums(nil) != 0")
+	}
+}

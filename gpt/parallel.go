@@ -109,15 +109,6 @@ func (m *Trainable) GradBlockSums(dst []float64, off, count int) {
 	}
 }
 
-// SumInOrder is the float64 sum x[0] + x[1] + ..., left to right.
-func SumInOrder(x []float64) float64 {
-	var s float64
-	for _, v := range x {
-		s += v
-	}
-	return s
-}
-
 // UpdateShard is Update for ZeRO-1: AdamW on this rank's shard of the parameters only, from the
 // shard's summed gradients and the rank's moments (each element updated exactly as Update
 // would). The other ranks' parts of Params are stale until the caller all-gathers PaddedParams

@@ -25,6 +25,8 @@ type Trainable struct {
 	paramsFlat, gradsFlat backend.Buf
 	gradScratch           backend.Buf // SeparateAccum: one micro-batch's gradient
 	normSums              []float64   // GradNorm's block sums
+	stats                 backend.Buf // GradStats' buffer
+	segs                  []backend.AdamWSegment
 	prec                  Precision
 	compute               backend.Buf
 	specs                 []ParamSpec
@@ -134,19 +136,22 @@ func (t *Trainable) ZeroGrad() { t.be.Zero(t.Grads) }
 // of k ranks' sum of one each (Parallel.SeparateAccum).
 func (t *Trainable) Accumulate(backward func() error) error { return t.RunBackward(true, backward) }
 
-// GradNorm is the global L2 norm of the gradients. On a backend that sums in blocks it is the
-// square root of the float64 sum, in order, of GradBlockSums (a definition that ZeRO-1's shards
-// reproduce bit for bit); elsewhere one SumSquares over all of them.
-func (t *Trainable) GradNorm() float64 {
+// GradNorm is the global L2 norm of the gradients, the square root of GradSquares.
+func (t *Trainable) GradNorm() float64 { return math.Sqrt(t.GradSquares()) }
+
+// GradSquares is the sum of squares of the gradients. On a backend that sums in blocks it is
+// backend.SumBlockSums of GradBlockSums (a definition that ZeRO-1's shards reproduce bit for
+// bit, and GradStats' on the backend); elsewhere one SumSquares over all of them.
+func (t *Trainable) GradSquares() float64 {
 	defer backend.Scope(t.be, "grad_norm")()
 	if backend.BlockSums(t.be) == nil {
-		return math.Sqrt(t.be.SumSquares(t.Grads, t.Grads.Len()))
+		return t.be.SumSquares(t.Grads, t.Grads.Len())
 	}
 	if t.normSums == nil {
 		t.normSums = make([]float64, t.numBlocks(t.Grads.Len()))
 	}
 	t.GradBlockSums(t.normSums, 0, t.Grads.Len())
-	return math.Sqrt(SumInOrder(t.normSums))
+	return backend.SumBlockSums(t.normSums)
 }
 
 // AdamWConfig holds the optimizer's hyperparameters (the learning rate is passed per step).
@@ -167,6 +172,37 @@ func (t *Trainable) Update(opt AdamWConfig, lr float64, step int, gradScale floa
 		t.be.AdamW(t.paramAll[i], t.gradAll[i], t.moments1[i], t.moments2[i], s.Size(), t.adamWParams(opt, s, lr, step, gradScale))
 	}
 	t.ParamsUpdatedAt(step)
+}
+
+// GradStats queues the gradient statistics of backend.Ops.GradStats (the norm of GradNorm, the
+// clip factor and loss scale undone, whether it is finite) into the model's stats buffer on the
+// backend, copies nothing to the host, and returns the buffer (StepStatsLen elements) for
+// UpdateWithStats and the caller to read.
+func (t *Trainable) GradStats(clip, lossScale float64) backend.Buf {
+	defer backend.Scope(t.be, "grad_norm")()
+	if t.stats == nil {
+		t.stats = t.be.Alloc(backend.StepStatsLen)
+	}
+	t.be.GradStats(t.stats, t.Grads, t.Grads.Len(), NormBlock, clip, lossScale)
+	return t.stats
+}
+
+// UpdateWithStats is Update in one op (backend.Ops.AdamWAll) with the gradient scale read from
+// stats, GradStats' buffer, on the backend: when the norm was not finite nothing changes. It
+// leaves the compute copy of a mixed plan alone: call ParamsUpdatedAt(step) once the update is
+// known to have been applied (at once when a non-finite norm stops the run anyway).
+func (t *Trainable) UpdateWithStats(opt AdamWConfig, lr float64, step int, stats backend.Buf) {
+	defer backend.Scope(t.be, "optimizer")()
+	if t.par.Shards > 0 {
+		panic("UpdateWithStats on a model with ZeRO-1 shards; use UpdateShard")
+	}
+	if t.segs == nil {
+		for _, s := range t.specs {
+			t.segs = append(t.segs, backend.AdamWSegment{Len: s.Size(), Decay: s.Decay})
+		}
+	}
+	h := t.adamWParams(opt, ParamSpec{Decay: true}, lr, step, math.NaN())
+	t.be.AdamWAll(t.Params, t.Grads, t.M, t.V, t.segs, h, stats)
 }
 
 // adamWParams are the scalars of one AdamW step of the tensor s.

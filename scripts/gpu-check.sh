@@ -60,7 +60,8 @@ done
 for spec in cuda:TestOps16MatchCPU cuda:TestConvertMatchesCPUBits gpt:TestCUDAMixedPrecisionTracksCPU train:TestCUDAMixedPrecisionResumeIsBitIdentical \
     bert:TestCUDAForwardBackwardMatchesPyTorch bert:TestCUDATenAdamWStepsMatchPyTorch bert:TestCUDAMixedPrecisionMatchesPyTorch \
     cuda:TestAttentionTensorCores cuda:TestMatmulTuning cuda:TestCrossEntropyPaths gpt:TestCUDAForwardTrainMatchesForward \
-    cuda:TestGeluFusion; do
+    cuda:TestGeluFusion cuda:TestGradStatsOnGPU cuda:TestAdamWAllOnGPU cuda:TestElementwiseVectorised cuda:TestAsyncDownload \
+    train:TestCUDAPipelinedStepsMatch; do
   t=${spec%%:*} name=${spec#*:}
   log=$work/test-$t.log
   [ -f "$log" ] || continue

@@ -93,22 +93,8 @@ func (t *Trainer) stopRequested(local bool) (bool, error) {
 	return false, nil
 }
 
-// stepMetrics turns this rank's micro-batch figures (task.figures() each) into the step's mean
-// loss over all W*A micro-batches, summed in float64 in global micro-batch order (the bits of
-// one process), and BERT's masked-token accuracy (NaN for GPT-2).
-func (t *Trainer) stepMetrics(mine []float32) (loss, acc float64, err error) {
-	all := mine
-	if t.distributed() {
-		if all, err = t.gatherFloats(mine); err != nil {
-			return 0, 0, err
-		}
-	}
-	loss, acc = batchMetrics(all, t.task.figures())
-	return loss, acc, nil
-}
-
 // reduceGrads sums the ranks' gradients (DDP: all of them everywhere; ZeRO-1: each rank's shard)
-// and returns the global gradient norm.
+// and returns the global sum of their squares (gpt.Trainable.GradSquares' definition).
 func (t *Trainer) reduceGrads() (float64, error) {
 	m := t.w
 	if !t.opts.Zero {
@@ -117,7 +103,7 @@ func (t *Trainer) reduceGrads() (float64, error) {
 				return 0, err
 			}
 		}
-		return m.GradNorm(), nil
+		return m.GradSquares(), nil
 	}
 	if err := t.timed(func() error { return t.comm.ReduceScatter(m.PaddedGrads(), 1) }); err != nil {
 		return 0, err
@@ -137,11 +123,13 @@ func (t *Trainer) reduceGrads() (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var total float64
-	for i := 0; i < len(all); i += 3 {
-		total += math.Float64frombits(uint64(all[i])<<42 | uint64(all[i+1])<<21 | uint64(all[i+2]))
+	if len(t.normAll) != len(all)/3 {
+		t.normAll = make([]float64, len(all)/3)
 	}
-	return math.Sqrt(total), nil
+	for i := range t.normAll {
+		t.normAll[i] = math.Float64frombits(uint64(all[3*i])<<42 | uint64(all[3*i+1])<<21 | uint64(all[3*i+2]))
+	}
+	return backend.SumBlockSums(t.normAll), nil
 }
 
 // overlapGrads says whether DDP all-reduces the gradient layer by layer during backward

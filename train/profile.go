@@ -164,8 +164,8 @@ func batchSource(cfg Config) (next func(inputs, targets []int32) error, closeFn 
 }
 
 // trainStep runs optimizer step number step (1-based) as the trainer does: zero the gradients,
-// GradAccum micro-batches of forward and backward, the gradient norm and clipping, AdamW at the
-// schedule's learning rate, then a sync. It returns the mean loss over the micro-batches.
+// GradAccum micro-batches of forward and backward, the gradient statistics (norm and clipping)
+// and one AdamW at the schedule's learning rate on the backend, then a sync. It returns the mean loss over the micro-batches.
 func trainStep(m *gpt.Model, cfg Config, next func(inputs, targets []int32) error, inputs, targets []int32, step int) (float64, error) {
 	m.ZeroGrad()
 	var loss float64
@@ -183,12 +183,8 @@ func trainStep(m *gpt.Model, cfg Config, next func(inputs, targets []int32) erro
 		}
 		loss += float64(l)
 	}
-	norm := m.GradNorm()
-	scale := 1.0
-	if cfg.GradClip > 0 {
-		scale = min(1, cfg.GradClip/(norm+1e-6))
-	}
 	opt := gpt.AdamWConfig{Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps, WeightDecay: cfg.WeightDecay}
-	m.Update(opt, cfg.LRAt(step-1), step, scale)
+	m.UpdateWithStats(opt, cfg.LRAt(step-1), step, m.GradStats(cfg.GradClip, 1))
+	m.ParamsUpdatedAt(step)
 	return loss / float64(cfg.GradAccum), m.Backend().Sync()
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/bert"
 	"github.com/gpt2go/gpt2go/data"
 	"github.com/gpt2go/gpt2go/gpt"
@@ -19,19 +20,22 @@ type task interface {
 	weights() *gpt.Trainable
 	// init fills the parameters with the family's initialisation from seed.
 	init(seed uint64)
-	// forward reads the next micro-batch from l, runs the model on it and returns its mean loss;
-	// backward(lossScale) follows (a model may prepare that backward's first op here). step
-	// (0-based) and micro (the micro-batch's index among the step's W*A) seed BERT's masking, so
-	// that any split over ranks masks as one process does.
-	forward(l *data.Loader, step, micro int, lossScale float32) (float32, error)
+	// forward reads the next micro-batch from l and runs the model on it; backward(lossScale)
+	// follows (a model may prepare that backward's first op here). step (0-based) and micro
+	// (the micro-batch's index among the step's W*A) seed BERT's masking, so that any split over
+	// ranks masks as one process does. The micro-batch's figures() numbers are kept in slot
+	// (0, 1, ...): on an asynchronous backend they may be copied back only once the work queued
+	// so far is done (backend.FenceOf), and results(slot) reads them after that.
+	forward(l *data.Loader, step, micro int, lossScale float32, slot int) error
+	// results writes the figures of the forward kept in slot into dst (len figures()): the mean
+	// loss, then BERT's counts. Call it once the backend's work up to that forward is done.
+	results(slot int, dst []float32)
 	// backward adds the last forward's gradient times lossScale to the gradients: in place for a
 	// step's first micro-batch, apart and then added (gpt.Parallel.SeparateAccum) for the others.
 	backward(lossScale float32, first bool) error
 	// figures is how many numbers forward and evalBatch report per batch: the loss first, then
 	// (BERT) the masked positions predicted correctly and the masked positions.
 	figures() int
-	// counts writes the last forward's numbers after the loss into dst (len figures()-1).
-	counts(dst []float32)
 	// evalBatch runs validation batch i, the loader's next, writing figures() numbers into dst.
 	evalBatch(l *data.Loader, i int, dst []float32) error
 	// flopsPerToken is the training FLOPs per token at sequence length T.
@@ -65,6 +69,7 @@ type gptTask struct {
 	m               *gpt.Model
 	B, T            int
 	inputs, targets []int32
+	losses          [][]float32 // per slot: the B*T per-position losses (backend.HostBuffer)
 }
 
 func newGPTTask(m *gpt.Model, B, T int) *gptTask {
@@ -74,18 +79,23 @@ func newGPTTask(m *gpt.Model, B, T int) *gptTask {
 func (g *gptTask) weights() *gpt.Trainable { return g.m.Weights() }
 func (g *gptTask) init(seed uint64)        { g.m.InitGPT2(seed) }
 func (g *gptTask) figures() int            { return 1 }
-func (g *gptTask) counts([]float32)        {}
 func (g *gptTask) flopsPerToken(T int) float64 {
 	return g.m.Config.FlopsPerToken(T)
 }
 
-// forward runs the classifier's backward with the forward (gpt.Model.ForwardTrain).
-func (g *gptTask) forward(l *data.Loader, _, _ int, lossScale float32) (float32, error) {
+// forward runs the classifier's backward with the forward (gpt.Model.ForwardTrain), and leaves
+// the per-position losses' copy to the host queued (gpt.Model.QueueForwardTrain).
+func (g *gptTask) forward(l *data.Loader, _, _ int, lossScale float32, slot int) error {
 	if err := l.Next(g.inputs, g.targets); err != nil {
-		return 0, err
+		return err
 	}
-	return g.m.ForwardTrain(g.inputs, g.targets, g.B, g.T, lossScale)
+	for len(g.losses) <= slot {
+		g.losses = append(g.losses, backend.HostBuffer(g.m.Backend(), g.B*g.T))
+	}
+	return g.m.QueueForwardTrain(g.inputs, g.targets, g.B, g.T, lossScale, g.losses[slot])
 }
+
+func (g *gptTask) results(slot int, dst []float32) { dst[0] = gpt.MeanLoss(g.losses[slot]) }
 
 func (g *gptTask) backward(lossScale float32, first bool) error {
 	if first {
@@ -111,8 +121,9 @@ type bertTask struct {
 	m                       *bert.Model
 	mask, valMask           *bert.Masker
 	B, T                    int
-	rows, next              []int32 // the loader's B rows of T-2 tokens and its (unused) targets
-	tokens, inputs, targets []int32 // (B,T): the windows, the masked inputs, the targets
+	rows, next              []int32      // the loader's B rows of T-2 tokens and its (unused) targets
+	tokens, inputs, targets []int32      // (B,T): the windows, the masked inputs, the targets
+	figs                    [][3]float32 // per slot: loss, masked positions predicted right, masked positions
 }
 
 // valMaskSeed separates validation's masks from training's.
@@ -144,6 +155,7 @@ func (b *bertTask) flopsPerToken(T int) float64 {
 	return b.m.Config.FlopsPerToken(T, b.mask.Rate)
 }
 
+// counts writes the last forward's masked-token counts, correct and all, into dst (len 2).
 func (b *bertTask) counts(dst []float32) {
 	correct, masked := b.m.MaskedAccuracy()
 	dst[0], dst[1] = float32(correct), float32(masked)
@@ -166,10 +178,21 @@ func (b *bertTask) run(l *data.Loader, mk *bert.Masker, step, micro int) (float3
 }
 
 // forward leaves the classifier's backward to backward: the masked-token accuracy reads the
-// logits after the forward.
-func (b *bertTask) forward(l *data.Loader, step, micro int, _ float32) (float32, error) {
-	return b.run(l, b.mask, step, micro)
+// logits after the forward. The figures are read back at once.
+func (b *bertTask) forward(l *data.Loader, step, micro int, _ float32, slot int) error {
+	loss, err := b.run(l, b.mask, step, micro)
+	if err != nil {
+		return err
+	}
+	for len(b.figs) <= slot {
+		b.figs = append(b.figs, [3]float32{})
+	}
+	b.figs[slot][0] = loss
+	b.counts(b.figs[slot][1:])
+	return nil
 }
+
+func (b *bertTask) results(slot int, dst []float32) { copy(dst, b.figs[slot][:]) }
 
 func (b *bertTask) backward(lossScale float32, first bool) error {
 	if first {

@@ -56,6 +56,10 @@ type Options struct {
 	// process. Zero shards the optimizer state over its ranks (ZeRO-1).
 	Comm dist.Comm
 	Zero bool
+	// pipeline overrides when a step is queued before the previous one is finished (step.go):
+	// for tests, on the CPU too, or never.
+	pipeline pipelineMode
+
 	// OverlapGrads makes DDP all-reduce each layer's gradient as soon as backward has produced
 	// it, on a goroutine of its own, while backward goes on (host-memory communicators: MPI);
 	// otherwise the whole gradient is all-reduced after backward.
@@ -117,6 +121,13 @@ type Trainer struct {
 	gradsReduced   bool              // this step's gradient was all-reduced during backward
 	normSums       []float64         // ZeRO-1: this rank's gradient block sums, and their encoding
 	normEnc        []float32
+	normAll        []float64 // ZeRO-1: every rank's block sums, decoded
+
+	// Steps (step.go).
+	statsHost  [2][]float32 // GradStats' values of the last two steps, copied back
+	lastEnd    time.Time    // when the last step finished
+	totalMs    float64      // the timed steps' milliseconds (all but a run's first step)
+	timedSteps int
 }
 
 // Run trains from scratch or resumes, until Config.Steps updates are done or ctx is cancelled
@@ -400,9 +411,8 @@ func (t *Trainer) close() {
 
 // loop runs the remaining steps.
 func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
-	cfg, m := t.cfg, t.w
+	cfg := t.cfg
 	B, T := cfg.BatchSize, cfg.SeqLen
-	opt := gpt.AdamWConfig{Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps, WeightDecay: cfg.WeightDecay}
 	fmt.Fprintf(t.out, "model: %s\n", cfg.describeModel())
 	fmt.Fprintf(t.out, "data: %s (%d train shards, %d val shards); backend: %s\n", cfg.Data, len(t.ds.TrainShards), len(t.ds.ValShards), t.be.Name())
 	fmt.Fprintf(t.out, "training: %d steps of %d x %d tokens x %d accum, lr %g -> %g %s, warmup %d\n",
@@ -419,174 +429,59 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 	if t.tb != nil {
 		fmt.Fprintf(t.out, "tensorboard: %s (view with: tensorboard --logdir %s)\n", t.tb.Path(), t.opts.RunDir)
 	}
-	W, rank, A := t.comm.Size(), t.comm.Rank(), cfg.GradAccum
-	flopsPerStep := t.task.flopsPerToken(T) * float64(B*T*A) // per rank
-	k := t.task.figures()
-	microFigs := make([]float32, A*k) // each micro-batch's loss (and BERT's masked counts)
-
 	sum := &Summary{LastValLoss: float32(math.NaN()), LastValAcc: math.NaN(), Arch: cfg.Arch}
 	t.bar = progress.NewQuiet(t.out, int64(cfg.Steps), "train", "steps")
 	t.bar.StartAt(int64(t.state.Step))
 	defer t.bar.Finish()
-	var totalMs float64
-	var timed int
-	for t.state.Step < cfg.Steps && (t.opts.StopAt <= 0 || t.state.Step < t.opts.StopAt) {
-		stop, err := t.stopRequested(ctx.Err() != nil)
-		if err != nil {
-			return sum, err
+	var pending *stepRun // a pipelined step, queued and not finished (step.go)
+	for {
+		next := t.state.Step + 1
+		if pending != nil {
+			next = pending.step + 1
 		}
-		if stop {
+		more := next <= cfg.Steps && (t.opts.StopAt <= 0 || next <= t.opts.StopAt)
+		stop := false
+		if more {
+			var err error
+			if stop, err = t.stopRequested(ctx.Err() != nil); err != nil {
+				return sum, err
+			}
+		}
+		if !more || stop {
+			if pending != nil {
+				if err := t.finishStep(pending, sum); err != nil {
+					return sum, err
+				}
+			}
+			if !stop {
+				break
+			}
 			if cerr := t.saveCheckpoint(); cerr != nil {
 				return sum, fmt.Errorf("interrupted at step %d and the checkpoint failed: %w", t.state.Step, cerr)
 			}
 			return sum, fmt.Errorf("interrupted at step %d; saved %s; continue with --resume %s", t.state.Step, t.last, t.opts.RunDir)
 		}
-		start := time.Now()
-		t.commTime, t.commWait, t.gradsReduced = 0, 0, false
-		m.ZeroGrad()
-		// The step's W*A micro-batches: this rank's are r*A .. r*A+A-1 (dist.go).
-		for micro := range W * A {
-			if micro/A != rank {
-				if err := t.train.Skip(); err != nil {
-					return sum, err
-				}
-				continue
-			}
-			scale := t.lossScale() / float32(W*A)
-			l, err := t.task.forward(t.train, t.state.Step, micro, scale)
-			if err != nil {
-				return sum, err
-			}
-			if err := t.backward(scale, micro%A == 0, micro%A == A-1); err != nil {
-				return sum, err
-			}
-			fig := microFigs[(micro%A)*k : (micro%A+1)*k]
-			fig[0] = l
-			t.task.counts(fig[1:])
-		}
-		loss, acc, err := t.stepMetrics(microFigs)
+		r, err := t.queueStep(next)
 		if err != nil {
 			return sum, err
 		}
-		norm, err := t.reduceGrads()
-		if err != nil {
+		if pending != nil {
+			if err := t.finishStep(pending, sum); err != nil {
+				return sum, err
+			}
+			pending = nil
+		}
+		eval, hellaswag, sample, ckpt := t.hostWork(next)
+		if t.pipelined() && !eval && !hellaswag && !sample && !ckpt {
+			pending = r
+			continue
+		}
+		if err := t.finishStep(r, sum); err != nil {
 			return sum, err
-		}
-		step := t.state.Step + 1
-		usedScale := float64(t.lossScale())
-		if math.IsNaN(loss) || math.IsInf(loss, 0) {
-			return sum, t.nonFinite(step, loss, norm)
-		}
-		finite := !math.IsNaN(norm) && !math.IsInf(norm, 0)
-		if !finite && t.state.LossScale == nil {
-			return sum, t.nonFinite(step, loss, norm)
-		}
-		norm /= usedScale // the gradients of the unscaled loss (usedScale is 1 without fp16)
-		lr := cfg.LRAt(t.state.Step)
-		skipped := false
-		if s := t.state.LossScale; s != nil && !s.Update(finite, cfg.lossScale()) {
-			// An fp16 gradient overflowed: skip the update, as GradScaler does.
-			skipped = true
-			t.state.SkippedSteps++
-			if s.Scale < minLossScale {
-				return sum, fmt.Errorf("step %d: the gradients are not finite even with the loss scale at %g; stopped before updating the weights", step, s.Scale)
-			}
-		} else {
-			scale := 1.0
-			if cfg.GradClip > 0 {
-				scale = min(1, cfg.GradClip/(norm+1e-6)) // torch.nn.utils.clip_grad_norm_
-			}
-			if err := t.update(opt, lr, step-t.state.SkippedSteps, scale/usedScale); err != nil {
-				return sum, err
-			}
-		}
-		if err := t.be.Sync(); err != nil {
-			return sum, err
-		}
-		elapsed := time.Since(start)
-		ms := float64(elapsed.Microseconds()) / 1000
-		tokens := B * T * A * W
-		tokPerSec := float64(tokens) / elapsed.Seconds()
-		t.state.Step = step
-		t.state.TokensSeen += int64(tokens)
-		t.state.TrainSecond += elapsed.Seconds()
-		t.state.Loader = t.train.State()
-		if step > 1 || cfg.Steps == 1 { // the first step includes warm-up costs
-			totalMs += ms
-			timed++
-		}
-		sum.Steps, sum.LastLoss = step, float32(loss)
-		entry := map[string]any{"step": step, "loss": loss, "lr": lr, "grad_norm": norm, "ms": ms, "tok_s": tokPerSec}
-		var extra string // the step line's optional figures
-		if !math.IsNaN(acc) {
-			entry["acc"] = acc
-			extra += fmt.Sprintf(" | acc %.3f", acc)
-		}
-		if t.state.LossScale != nil {
-			entry["loss_scale"], entry["skipped"] = usedScale, map[bool]int{false: 0, true: 1}[skipped]
-			if skipped {
-				extra += fmt.Sprintf(" | skipped: gradient overflow at loss scale %g, now %g", usedScale, t.state.LossScale.Scale)
-			}
-		}
-		if t.distributed() {
-			commMs := float64(t.commTime.Microseconds()) / 1000
-			entry["comm_ms"] = commMs
-			extra += fmt.Sprintf(" | comm %.1f ms", commMs)
-			if t.gradsReduced {
-				waitMs := float64(t.commWait.Microseconds()) / 1000
-				entry["comm_wait_ms"] = waitMs
-				extra += fmt.Sprintf(" (waited %.1f)", waitMs)
-			}
-		}
-		if t.peak > 0 {
-			// Model FLOPs utilisation: the FLOPs the model needs (Config.FlopsPerToken) per
-			// second of this step, as a fraction of the backend's peak.
-			mfu := flopsPerStep / elapsed.Seconds() / t.peak
-			entry["mfu"] = mfu
-			extra += fmt.Sprintf(" | mfu %.1f%%", 100*mfu)
-		}
-		t.writeLog(entry)
-		t.bar.Set(int64(step))
-		if eta := progress.FormatETA(t.bar.ETA()); eta != "" {
-			extra += " | " + eta
-		}
-		if cfg.LogEvery > 0 && (step%cfg.LogEvery == 0 || step == 1 || step == cfg.Steps) {
-			t.bar.Println("step %*d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s",
-				len(fmt.Sprint(cfg.Steps)), step, cfg.Steps, loss, lr, norm, ms, tokPerSec, extra)
-		}
-
-		last := step == cfg.Steps || step == t.opts.StopAt
-		if t.val != nil && (step%cfg.EvalEvery == 0 || last) {
-			vl, vacc, err := t.evaluate()
-			if err != nil {
-				return sum, err
-			}
-			sum.LastValLoss, sum.LastValAcc = vl, vacc
-			entry, line := map[string]any{"step": step, "val_loss": vl}, ""
-			if !math.IsNaN(vacc) {
-				entry["val_acc"], line = vacc, fmt.Sprintf(" | val acc %.4f", vacc)
-			}
-			t.writeLog(entry)
-			t.bar.Println("step %*d/%d | val loss %.4f%s", len(fmt.Sprint(cfg.Steps)), step, cfg.Steps, vl, line)
-		}
-		if t.hellaswag != nil && (step%cfg.HellaSwagEvery == 0 || last) {
-			if err := t.solo(func() error { return t.evalHellaSwag(step) }); err != nil {
-				return sum, err
-			}
-		}
-		if cfg.SampleTokens > 0 && ((cfg.SampleEvery > 0 && step%cfg.SampleEvery == 0) || last) {
-			if err := t.solo(func() error { return t.sample(step) }); err != nil {
-				return sum, err
-			}
-		}
-		if (cfg.CkptEvery > 0 && step%cfg.CkptEvery == 0) || last {
-			if err := t.saveCheckpoint(); err != nil {
-				return sum, err
-			}
 		}
 	}
-	if timed > 0 {
-		sum.MsPerStep = totalMs / float64(timed)
+	if t.timedSteps > 0 {
+		sum.MsPerStep = t.totalMs / float64(t.timedSteps)
 	}
 	sum.Checkpoint = t.last
 	return sum, nil

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -84,5 +85,39 @@ func (job *sumSquaresJob) runRange(lo, hi int) {
 			s += l
 		}
 		job.partials[c] = s
+	}
+}
+
+// GradStats writes stats(StepStatsLen) from the block sums of squares of grads(N)
+// (backend.SumBlockSums, backend.StepStatsOf).
+func (be *Backend) GradStats(stats, grads backend.Buf, N, block int, clip, lossScale float64) {
+	n := (N + block - 1) / block
+	if cap(be.blockSums) < n {
+		be.blockSums = make([]float64, n)
+	}
+	sums := be.blockSums[:n]
+	be.SumSquaresBlocks(sums, grads, N, block)
+	backend.StepStatsOf(backend.SumBlockSums(sums), clip, lossScale).Encode(Floats(stats)[:backend.StepStatsLen])
+}
+
+// AdamWAll runs AdamW on each tensor of segs in turn, with the gradient scale from stats.
+func (be *Backend) AdamWAll(params, grads, m, v backend.Buf, segs []backend.AdamWSegment, h backend.AdamWParams, stats backend.Buf) {
+	if n := backend.SegmentsLen(segs); n != params.Len() {
+		panic(fmt.Sprintf("cpu.AdamWAll: the segments cover %d of %d parameters", n, params.Len()))
+	}
+	st := backend.DecodeStepStats(Floats(stats))
+	if !st.Finite {
+		return
+	}
+	wd := h.WeightDecay
+	h.GradScale = st.Scale
+	off := 0
+	for _, s := range segs {
+		h.WeightDecay = 0
+		if s.Decay {
+			h.WeightDecay = wd
+		}
+		be.AdamW(be.View(params, off, s.Len), be.View(grads, off, s.Len), be.View(m, off, s.Len), be.View(v, off, s.Len), s.Len, h)
+		off += s.Len
 	}
 }

@@ -64,3 +64,107 @@ func TestSumSquares(t *testing.T) {
 		}
 	}
 }
+
+// TestGradStats checks GradStats against its definition (backend.StepStatsOf of
+// backend.SumBlockSums of the block sums) and a float64 sum, with and without clipping, under
+// a loss scale, and on a gradient with a NaN.
+func TestGradStats(t *testing.T) {
+	be := New(2)
+	r := newRand(21)
+	const block = 64
+	N := 300*block + 17 // 301 blocks: several groups of backend.SumGroup
+	grads := be.Alloc(N)
+	g := randoms[float32](r, N)
+	be.Upload(grads, g)
+	stats := be.Alloc(backend.StepStatsLen)
+	sums := make([]float64, (N+block-1)/block)
+	be.SumSquaresBlocks(sums, grads, N, block)
+	var plain float64
+	for _, x := range g {
+		plain += float64(x) * float64(x)
+	}
+	for _, c := range []struct{ clip, lossScale float64 }{{0, 1}, {1, 1}, {100, 1}, {1, 1024}} {
+		be.GradStats(stats, grads, N, block, c.clip, c.lossScale)
+		got := backend.DecodeStepStats(Floats(stats))
+		want := backend.StepStatsOf(backend.SumBlockSums(sums), c.clip, c.lossScale)
+		if got != want {
+			t.Errorf("clip %g, loss scale %g: %+v, want %+v", c.clip, c.lossScale, got, want)
+		}
+		norm := math.Sqrt(plain) / c.lossScale
+		if math.Abs(got.Norm-norm) > 1e-12*norm {
+			t.Errorf("clip %g, loss scale %g: norm %v, float64 sum gives %v", c.clip, c.lossScale, got.Norm, norm)
+		}
+		factor := 1.0
+		if c.clip > 0 && norm > c.clip {
+			factor = c.clip / norm
+		}
+		if math.Abs(float64(got.Scale)-factor/c.lossScale) > 1e-6*factor/c.lossScale || !got.Finite {
+			t.Errorf("clip %g, loss scale %g: scale %v finite %v, want %v", c.clip, c.lossScale, got.Scale, got.Finite, factor/c.lossScale)
+		}
+	}
+	g[N/2] = float32(math.NaN())
+	be.Upload(grads, g)
+	be.GradStats(stats, grads, N, block, 1, 1)
+	if got := backend.DecodeStepStats(Floats(stats)); got.Finite || !math.IsNaN(got.Norm) || got.Scale != 0 {
+		t.Errorf("NaN gradient: %+v, want a NaN norm, not finite, scale 0", got)
+	}
+}
+
+// TestAdamWAll checks that one AdamWAll over tensors with and without decay gives each element
+// the bits of AdamW on its tensor with the scale GradStats wrote, and that a stats buffer
+// saying "not finite" leaves everything as it was.
+func TestAdamWAll(t *testing.T) {
+	be := New(2)
+	r := newRand(22)
+	segs := []backend.AdamWSegment{{Len: 300, Decay: true}, {Len: 7}, {Len: 64, Decay: true}, {Len: 1}, {Len: 129}}
+	N := backend.SegmentsLen(segs)
+	h := backend.AdamWParams{LR: 3e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: 3, GradScale: 99}
+	p0, g0, m0, v0 := randoms[float32](r, N), randoms[float32](r, N), randoms[float32](r, N), randoms[float32](r, N)
+	for i := range v0 {
+		v0[i] *= v0[i]
+	}
+	bufs := func() (p, g, m, v backend.Buf) {
+		p, g, m, v = be.Alloc(N), be.Alloc(N), be.Alloc(N), be.Alloc(N)
+		be.Upload(p, p0)
+		be.Upload(g, g0)
+		be.Upload(m, m0)
+		be.Upload(v, v0)
+		return p, g, m, v
+	}
+	stats := be.Alloc(backend.StepStatsLen)
+	st := backend.StepStats{Norm: 3.5, Scale: 0.25, Finite: true}
+	st.Encode(Floats(stats))
+	p, g, m, v := bufs()
+	be.AdamWAll(p, g, m, v, segs, h, stats)
+
+	wp, wg, wm, wv := bufs()
+	off := 0
+	for _, s := range segs {
+		hs := h
+		hs.GradScale = st.Scale
+		if !s.Decay {
+			hs.WeightDecay = 0
+		}
+		be.AdamW(be.View(wp, off, s.Len), be.View(wg, off, s.Len), be.View(wm, off, s.Len), be.View(wv, off, s.Len), s.Len, hs)
+		off += s.Len
+	}
+	for _, c := range []struct {
+		name      string
+		got, want backend.Buf
+	}{{"params", p, wp}, {"m", m, wm}, {"v", v, wv}} {
+		for i, x := range Floats(c.got) {
+			if math.Float32bits(x) != math.Float32bits(Floats(c.want)[i]) {
+				t.Fatalf("%s[%d] = %v, per-tensor AdamW gives %v", c.name, i, x, Floats(c.want)[i])
+			}
+		}
+	}
+
+	backend.StepStats{Norm: math.Inf(1)}.Encode(Floats(stats))
+	p, g, m, v = bufs()
+	be.AdamWAll(p, g, m, v, segs, h, stats)
+	for i := range N {
+		if Floats(p)[i] != p0[i] || Floats(m)[i] != m0[i] || Floats(v)[i] != v0[i] {
+			t.Fatalf("not finite: element %d changed", i)
+		}
+	}
+}

@@ -28,10 +28,11 @@ type Float interface {
 // Backend runs the ops on the CPU with a fixed number of goroutines.
 type Backend struct {
 	pool
-	gemm     gemmWorkspace[float32]
-	partials [sumSquaresChunks]float64
-	int8     int8Scratch // MatmulForwardInt8's quantized inputs
-	verbose  io.Writer   // where CheckMemory reports the memory plan; nil: nowhere
+	gemm      gemmWorkspace[float32]
+	partials  [sumSquaresChunks]float64
+	blockSums []float64   // GradStats' block sums
+	int8      int8Scratch // MatmulForwardInt8's quantized inputs
+	verbose   io.Writer   // where CheckMemory reports the memory plan; nil: nowhere
 }
 
 var _ backend.Backend = (*Backend)(nil)

@@ -46,16 +46,22 @@ type Backend struct {
 	noAttentionMM  bool // tests and benchmarks: the two-lane kernels at head size 64
 	noTensorCores  bool // tests and benchmarks (Options.FMAAttention): attention on the fp32-FMA tiled kernels
 
-	allocated int64   // bytes from Alloc, AllocDType and AllocInt32
-	peak      float64 // measured matmul FLOP/s, see PeakFLOPS
+	events    []uintptr // fences' events, free for reuse (async.go)
+	allocated int64     // bytes from Alloc, AllocDType and AllocInt32
+	peak      float64   // measured matmul FLOP/s, see PeakFLOPS
 	scratch   struct {
 		partial uintptr // layernorm / column-sum partials
 		partN   int64   // its size in floats
 		delta   uintptr // attention backward's delta
 		deltaN  int64
 		sumsq   uintptr // sum-of-squares partials and result (doubles)
-		blocks  uintptr // SumSquaresBlocks' per-block sums (doubles)
+		blocks  uintptr // SumSquaresBlocks' and GradStats' per-block sums (doubles)
 		blocksN int64
+		segs    struct { // AdamWAll's segment table
+			host []backend.AdamWSegment
+			dev  uintptr
+			devN int64
+		}
 	}
 }
 
@@ -136,9 +142,9 @@ var kernelTypes = map[string]struct{ perFormat, perPair, single []string }{
 		"attention_backward_dkv_hs16", "attention_backward_dkv_hs32", "attention_backward_dkv_hs48", "attention_backward_dkv_hs64",
 		"attention_forward_mm64", "attention_backward_dq_mm64", "attention_backward_dkv_mm64"}},
 	"crossentropy.cu": {perFormat: []string{"crossentropy_forward", "crossentropy_backward", "crossentropy_fused"}},
-	"elementwise.cu": {perFormat: []string{"gelu_forward", "gelu_backward", "gelu_erf_forward", "gelu_erf_backward", "residual_forward", "residual_backward", "adamw",
+	"elementwise.cu": {perFormat: []string{"gelu_forward", "gelu_backward", "gelu_erf_forward", "gelu_erf_backward", "residual_forward", "residual_backward", "adamw", "adamw_all",
 		"sum_squares_partial", "sum_squares_blocks", "column_sum_partial", "column_sum_reduce"},
-		single: []string{"sum_squares_final", "convert_bf16_fp32", "convert_fp16_fp32", "convert_fp32_bf16", "convert_fp32_fp16"}},
+		single: []string{"sum_squares_final", "grad_stats", "convert_bf16_fp32", "convert_fp16_fp32", "convert_fp32_bf16", "convert_fp32_fp16"}},
 	"encoder.cu": {perFormat: []string{"encoder_forward"}, perPair: []string{"encoder_backward_wte", "encoder_backward_wte_index", "encoder_backward_wpe"}},
 	"layernorm.cu": {perFormat: []string{"layernorm_forward", "layernorm_backward", "layernorm_backward_reduce", "residual_layernorm_forward"},
 		single: []string{"layernorm_backward4"}},

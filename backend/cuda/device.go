@@ -223,6 +223,9 @@ func (k *Kernel) Long(v int64) *Kernel { return k.push(uint64(v)) }
 // Float adds a C float argument.
 func (k *Kernel) Float(v float32) *Kernel { return k.push(uint64(math.Float32bits(v))) }
 
+// Double adds a C double argument.
+func (k *Kernel) Double(v float64) *Kernel { return k.push(math.Float64bits(v)) }
+
 // SetMaxDynamicShared lets the kernel use up to bytes of dynamic shared memory (above 48 KiB
 // needs this opt-in).
 func (k *Kernel) SetMaxDynamicShared(bytes int) error {

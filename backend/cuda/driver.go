@@ -19,7 +19,7 @@ type Driver struct {
 	primaryCtxRetain, ctxSetCurrent, ctxGetCurrent, ctxSynchronize, memGetInfo, memAlloc, memFree,
 	memcpyHtoD, memcpyDtoH, memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync, memsetD32Async, memsetD16Async,
 	moduleLoadData, moduleGetFunction, funcSetAttribute, launchKernel, streamCreate, streamSynchronize,
-	eventCreate, eventRecord, eventSynchronize, eventElapsedTime, getErrorName, getErrorString uintptr
+	eventCreate, eventRecord, eventSynchronize, eventQuery, eventElapsedTime, memAllocHost, getErrorName, getErrorString uintptr
 }
 
 var (
@@ -71,6 +71,8 @@ func loadDriver() (*Driver, error) {
 		"cuEventCreate":            &d.eventCreate,
 		"cuEventRecord":            &d.eventRecord,
 		"cuEventSynchronize":       &d.eventSynchronize,
+		"cuEventQuery":             &d.eventQuery,
+		"cuMemAllocHost_v2":        &d.memAllocHost,
 		"cuEventElapsedTime":       &d.eventElapsedTime,
 		"cuGetErrorName":           &d.getErrorName,
 		"cuGetErrorString":         &d.getErrorString,

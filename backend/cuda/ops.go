@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -379,8 +380,8 @@ func (be *Backend) GeluForward(out, inp backend.Buf, N int) {
 	if !be.sameFormat("GeluForward", out.DType(), inp) {
 		return
 	}
-	be.launch("GeluForward", "gelu_forward"+formatSuffix(out.DType()), Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
-		k.Ptr(ptrOf(out)).Ptr(ptrOf(inp)).Long(int64(N))
+	be.launch("GeluForward", "gelu_forward"+formatSuffix(out.DType()), ewBlocks(N), threads, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(out)).Ptr(ptrOf(inp)).Long(int64(N)).Int(ewVec(out, inp))
 	})
 }
 
@@ -388,8 +389,8 @@ func (be *Backend) GeluBackward(dinp, inp, dout backend.Buf, N int) {
 	if !be.sameFormat("GeluBackward", dinp.DType(), inp, dout) {
 		return
 	}
-	be.launch("GeluBackward", "gelu_backward"+formatSuffix(dinp.DType()), Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
-		k.Ptr(ptrOf(dinp)).Ptr(ptrOf(inp)).Ptr(ptrOf(dout)).Long(int64(N))
+	be.launch("GeluBackward", "gelu_backward"+formatSuffix(dinp.DType()), ewBlocks(N), threads, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(dinp)).Ptr(ptrOf(inp)).Ptr(ptrOf(dout)).Long(int64(N)).Int(ewVec(dinp, inp, dout))
 	})
 }
 
@@ -397,8 +398,8 @@ func (be *Backend) GeluErfForward(out, inp backend.Buf, N int) {
 	if !be.sameFormat("GeluErfForward", out.DType(), inp) {
 		return
 	}
-	be.launch("GeluErfForward", "gelu_erf_forward"+formatSuffix(out.DType()), Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
-		k.Ptr(ptrOf(out)).Ptr(ptrOf(inp)).Long(int64(N))
+	be.launch("GeluErfForward", "gelu_erf_forward"+formatSuffix(out.DType()), ewBlocks(N), threads, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(out)).Ptr(ptrOf(inp)).Long(int64(N)).Int(ewVec(out, inp))
 	})
 }
 
@@ -406,8 +407,8 @@ func (be *Backend) GeluErfBackward(dinp, inp, dout backend.Buf, N int) {
 	if !be.sameFormat("GeluErfBackward", dinp.DType(), inp, dout) {
 		return
 	}
-	be.launch("GeluErfBackward", "gelu_erf_backward"+formatSuffix(dinp.DType()), Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
-		k.Ptr(ptrOf(dinp)).Ptr(ptrOf(inp)).Ptr(ptrOf(dout)).Long(int64(N))
+	be.launch("GeluErfBackward", "gelu_erf_backward"+formatSuffix(dinp.DType()), ewBlocks(N), threads, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(dinp)).Ptr(ptrOf(inp)).Ptr(ptrOf(dout)).Long(int64(N)).Int(ewVec(dinp, inp, dout))
 	})
 }
 
@@ -415,8 +416,8 @@ func (be *Backend) ResidualForward(out, a, b backend.Buf, N int) {
 	if !be.sameFormat("ResidualForward", out.DType(), a, b) {
 		return
 	}
-	be.launch("ResidualForward", "residual_forward"+formatSuffix(out.DType()), Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
-		k.Ptr(ptrOf(out)).Ptr(ptrOf(a)).Ptr(ptrOf(b)).Long(int64(N))
+	be.launch("ResidualForward", "residual_forward"+formatSuffix(out.DType()), ewBlocks(N), threads, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(out)).Ptr(ptrOf(a)).Ptr(ptrOf(b)).Long(int64(N)).Int(ewVec(out, a, b))
 	})
 }
 
@@ -424,8 +425,8 @@ func (be *Backend) ResidualBackward(da, db, dout backend.Buf, N int) {
 	if !be.sameFormat("ResidualBackward", dout.DType(), da, db) {
 		return
 	}
-	be.launch("ResidualBackward", "residual_backward"+formatSuffix(dout.DType()), Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
-		k.Ptr(ptrOf(da)).Ptr(ptrOf(db)).Ptr(ptrOf(dout)).Long(int64(N))
+	be.launch("ResidualBackward", "residual_backward"+formatSuffix(dout.DType()), ewBlocks(N), threads, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(da)).Ptr(ptrOf(db)).Ptr(ptrOf(dout)).Long(int64(N)).Int(ewVec(da, db, dout))
 	})
 }
 
@@ -468,16 +469,103 @@ func (be *Backend) CrossEntropyFused(losses, lse, logits, targets backend.Buf, d
 	})
 }
 
-func (be *Backend) AdamW(params, grads, m, v backend.Buf, N int, h backend.AdamWParams) {
+// ewBlocks is the grid of the elementwise kernels (elementwise.cu's EW elements per thread) for N
+// elements.
+func ewBlocks(N int) int { return Blocks((int64(N)+ewElems-1)/ewElems, threads) }
+
+// ewElems is elementwise.cu's EW.
+const ewElems = 8
+
+// ewVec says whether the elementwise kernels may use 16-byte accesses on bufs (their vec).
+func ewVec(bufs ...backend.Buf) int {
+	if aligned16(bufs...) {
+		return 1
+	}
+	return 0
+}
+
+// adamWScalars are the per-step constants of the AdamW kernels after the decay: beta1, beta2,
+// step_size = lr/(1-beta1^t) and bc2_sqrt = sqrt(1-beta2^t), computed in float64 and rounded
+// (as the CPU backend does), and eps.
+func adamWScalars(k *Kernel, h backend.AdamWParams) *Kernel {
 	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
 	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))
+	return k.Float(h.Beta1).Float(h.Beta2).Float(float32(float64(h.LR) / bc1)).Float(float32(math.Sqrt(bc2))).Float(h.Eps)
+}
+
+func (be *Backend) AdamW(params, grads, m, v backend.Buf, N int, h backend.AdamWParams) {
 	if !be.sameFormat("AdamW", backend.F32, params, m, v) { // fp32 master weights and moments
 		return
 	}
-	be.launch("AdamW", "adamw"+formatSuffix(grads.DType()), Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
+	be.launch("AdamW", "adamw"+formatSuffix(grads.DType()), ewBlocks(N), threads, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(params)).Ptr(ptrOf(grads)).Ptr(ptrOf(m)).Ptr(ptrOf(v)).Long(int64(N)).
-			Float(h.GradScale).Float(h.LR * h.WeightDecay).Float(h.Beta1).Float(h.Beta2).
-			Float(float32(float64(h.LR) / bc1)).Float(float32(math.Sqrt(bc2))).Float(h.Eps)
+			Float(h.GradScale).Float(h.LR * h.WeightDecay)
+		adamWScalars(k, h).Int(ewVec(params, grads, m, v))
+	})
+}
+
+// AdamWAll is one adamw_all launch over every tensor; the segment table goes to the GPU when it
+// changes (once per model).
+func (be *Backend) AdamWAll(params, grads, m, v backend.Buf, segs []backend.AdamWSegment, h backend.AdamWParams, stats backend.Buf) {
+	N := params.Len()
+	if n := backend.SegmentsLen(segs); n != N || len(segs) == 0 {
+		be.fail(fmt.Errorf("AdamWAll: %d segments cover %d of %d parameters", len(segs), n, N))
+		return
+	}
+	if !be.sameFormat("AdamWAll", backend.F32, params, m, v, stats) {
+		return
+	}
+	table := be.segmentTable(segs)
+	be.launch("AdamWAll", "adamw_all"+formatSuffix(grads.DType()), ewBlocks(N), threads, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(params)).Ptr(ptrOf(grads)).Ptr(ptrOf(m)).Ptr(ptrOf(v)).Long(int64(N)).
+			Ptr(table).Int(len(segs)).Ptr(ptrOf(stats)).Float(h.LR * h.WeightDecay)
+		adamWScalars(k, h).Int(ewVec(params, grads, m, v))
+	})
+}
+
+// segmentTable returns adamw_all's table for segs on the GPU (each tensor's end << 1 | decay),
+// uploading it when it differs from the last one.
+func (be *Backend) segmentTable(segs []backend.AdamWSegment) uintptr {
+	t := &be.scratch.segs
+	if slices.Equal(t.host, segs) && t.dev != 0 {
+		return t.dev
+	}
+	enc := make([]int64, len(segs))
+	end := int64(0)
+	for i, s := range segs {
+		end += int64(s.Len)
+		enc[i] = end << 1
+		if s.Decay {
+			enc[i] |= 1
+		}
+	}
+	p := be.ensure(&t.dev, &t.devN, int64(len(enc)), 8)
+	if be.err == nil {
+		be.fail(be.g.HtoD(p, unsafe.Pointer(&enc[0]), int64(8*len(enc))))
+	}
+	t.host = slices.Clone(segs)
+	return p
+}
+
+// gradStatsThreads is grad_stats' block: a thread per group of 64 block sums.
+const gradStatsThreads = 256
+
+// GradStats is sum_squares_blocks then grad_stats, both on the GPU, nothing copied back.
+func (be *Backend) GradStats(stats, grads backend.Buf, N, block int, clip, lossScale float64) {
+	if block <= 0 || block%16 != 0 {
+		panic(fmt.Sprintf("cuda.GradStats: blocks of %d", block))
+	}
+	if !be.sameFormat("GradStats", backend.F32, stats) {
+		return
+	}
+	n := (N + block - 1) / block
+	groups := (n + backend.SumGroup - 1) / backend.SumGroup
+	sums := be.ensure(&be.scratch.blocks, &be.scratch.blocksN, int64(n+groups), 8)
+	be.launch("GradStats", "sum_squares_blocks"+formatSuffix(grads.DType()), n, threads, 0, func(k *Kernel) {
+		k.Ptr(sums).Ptr(ptrOf(grads)).Long(int64(N)).Int(block)
+	})
+	be.launch("GradStats", "grad_stats", 1, gradStatsThreads, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(stats)).Ptr(sums).Int(n).Ptr(sums + uintptr(8*n)).Double(clip).Double(lossScale)
 	})
 }
 

@@ -176,3 +176,15 @@ func (p *Backend) Convert(dst, src backend.Buf, N int, seed uint64) {
 	p.Backend.Convert(dst, src, N, seed)
 	p.record("Convert", start, p.finish(), convertCost(N, dst.DType()))
 }
+
+func (p *Backend) GradStats(stats, grads backend.Buf, N, block int, clip, lossScale float64) {
+	start := p.now()
+	p.Backend.GradStats(stats, grads, N, block, clip, lossScale)
+	p.record("SumSquares", start, p.finish(), sumSquaresCost(N))
+}
+
+func (p *Backend) AdamWAll(params, grads, m, v backend.Buf, segs []backend.AdamWSegment, h backend.AdamWParams, stats backend.Buf) {
+	start := p.now()
+	p.Backend.AdamWAll(params, grads, m, v, segs, h, stats)
+	p.record("AdamW", start, p.finish(), adamWCost(params.Len()))
+}

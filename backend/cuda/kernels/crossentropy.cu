@@ -19,36 +19,6 @@ __device__ __forceinline__ void ce_online(float v, float& m, float& s) {
     }
 }
 
-// ld8 reads 8 consecutive elements at a 16-byte aligned p as floats; st8 rounds and stores them.
-__device__ __forceinline__ void ld8(const float* p, float* v) {
-    float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-__device__ __forceinline__ void st8(float* p, const float* v) {
-    reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-    reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
-}
-// The 16-bit formats (bf16, fp16): one 16-byte load of 8 elements, each converted by ld / st.
-template <typename H>
-__device__ __forceinline__ void ld8(const H* p, float* v) {
-    uint4 u = *reinterpret_cast<const uint4*>(p);
-    unsigned w[4] = {u.x, u.y, u.z, u.w};
-    for (int i = 0; i < 4; i++) {
-        H lo = {(unsigned short)(w[i] & 0xffffu)}, hi = {(unsigned short)(w[i] >> 16)};
-        v[2 * i] = ld(&lo), v[2 * i + 1] = ld(&hi);
-    }
-}
-template <typename H>
-__device__ __forceinline__ void st8(H* p, const float* v) {
-    unsigned w[4];
-    for (int i = 0; i < 4; i++) {
-        H lo, hi;
-        st(&lo, v[2 * i]), st(&hi, v[2 * i + 1]);
-        w[i] = lo.bits | ((unsigned)hi.bits << 16);
-    }
-    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
-}
-
 // ce_row_lse returns the log-sum-exp of x[0..V), the same value in every thread of the block.
 // red is 32 floats of shared memory. It ends with a barrier after the last read of x.
 template <typename X>

@@ -1,80 +1,188 @@
 #define GELU_SCALE 0.7978845608028654f // sqrt(2/pi)
 
-// gelu_forward: out(N) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) of inp(N).
+// The elementwise kernels below: each thread takes EW consecutive elements i0 = EW*(thread
+// index) .. i0+EW-1 of its buffers, with one 16-byte access per buffer (two for fp32) when vec
+// says every buffer starts on a 16-byte boundary and all EW are in range, else one element at
+// a time (the buffer's tail, or views at odd offsets). Each element's value is the same either way.
+#define EW 8
+
+// ew_ld reads the n <= EW elements at p into v (0 beyond n); ew_st stores v's first n.
 template <typename X>
-__device__ __forceinline__ void gelu_forward_t(X* out, const X* inp, long N) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    float x = ld(inp + i);
-    st(out + i, 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x))));
+__device__ __forceinline__ void ew_ld(const X* p, float* v, int n, int vec) {
+    if (vec && n == EW) {
+        ld8(p, v);
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < EW; k++) v[k] = k < n ? ld(p + k) : 0.0f;
+}
+template <typename X>
+__device__ __forceinline__ void ew_st(X* p, const float* v, int n, int vec) {
+    if (vec && n == EW) {
+        st8(p, v);
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < EW; k++)
+        if (k < n) st(p + k, v[k]);
 }
 
-// gelu_backward: dinp(N) = gelu'(inp) * dout (overwritten).
-template <typename X>
-__device__ __forceinline__ void gelu_backward_t(X* dinp, const X* inp, const X* dout, long N) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    float x = ld(inp + i);
+// ew_first returns this thread's first element i0 and sets n to how many of i0..i0+EW-1 are < N
+// (n <= 0: nothing to do).
+__device__ __forceinline__ long ew_first(long N, int* n) {
+    long i0 = ((long)blockIdx.x * blockDim.x + threadIdx.x) * EW;
+    *n = (int)min((long)EW, N - i0);
+    return i0;
+}
+
+__device__ __forceinline__ float gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+}
+
+__device__ __forceinline__ float gelu_tanh_grad(float x) {
     float u = GELU_SCALE * (x + 0.044715f * x * x * x);
     float t = tanhf(u);
     float sech2 = 1.0f - t * t;
-    float grad = 0.5f * (1.0f + t) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-    st(dinp + i, grad * ld(dout + i));
+    return 0.5f * (1.0f + t) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
-// gelu_erf_forward: out(N) = x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))) of inp(N), the exact GELU.
-template <typename X>
-__device__ __forceinline__ void gelu_erf_forward_t(X* out, const X* inp, long N) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    float x = ld(inp + i);
-    st(out + i, 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)));
-}
+__device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
 
-// gelu_erf_backward: dinp(N) = (Phi(x) + x phi(x)) * dout (overwritten), phi the normal density.
-template <typename X>
-__device__ __forceinline__ void gelu_erf_backward_t(X* dinp, const X* inp, const X* dout, long N) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    float x = ld(inp + i);
+__device__ __forceinline__ float gelu_erf_grad(float x) {
     float cdf = 0.5f * (1.0f + erff(x * 0.7071067811865476f));
     float pdf = 0.3989422804014327f * expf(-0.5f * x * x); // 1/sqrt(2 pi)
-    st(dinp + i, (cdf + x * pdf) * ld(dout + i));
+    return cdf + x * pdf;
+}
+
+// gelu_forward: out(N) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) of inp(N).
+// gelu_erf_forward: out(N) = x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))) of inp(N), the exact GELU.
+template <typename X, float (*F)(float)>
+__device__ __forceinline__ void ew_map_t(X* out, const X* inp, long N, int vec) {
+    int n;
+    long i0 = ew_first(N, &n);
+    if (n <= 0) return;
+    float x[EW];
+    ew_ld(inp + i0, x, n, vec);
+#pragma unroll
+    for (int k = 0; k < EW; k++) x[k] = F(x[k]);
+    ew_st(out + i0, x, n, vec);
+}
+
+// gelu_backward: dinp(N) = gelu'(inp) * dout (overwritten).
+// gelu_erf_backward: dinp(N) = (Phi(x) + x phi(x)) * dout (overwritten), phi the normal density.
+template <typename X, float (*F)(float)>
+__device__ __forceinline__ void ew_grad_t(X* dinp, const X* inp, const X* dout, long N, int vec) {
+    int n;
+    long i0 = ew_first(N, &n);
+    if (n <= 0) return;
+    float x[EW], d[EW];
+    ew_ld(inp + i0, x, n, vec);
+    ew_ld(dout + i0, d, n, vec);
+#pragma unroll
+    for (int k = 0; k < EW; k++) x[k] = F(x[k]) * d[k];
+    ew_st(dinp + i0, x, n, vec);
 }
 
 // residual_forward: out(N) = a(N) + b(N).
 template <typename X>
-__device__ __forceinline__ void residual_forward_t(X* out, const X* a, const X* b, long N) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) st(out + i, ld(a + i) + ld(b + i));
+__device__ __forceinline__ void residual_forward_t(X* out, const X* a, const X* b, long N, int vec) {
+    int n;
+    long i0 = ew_first(N, &n);
+    if (n <= 0) return;
+    float x[EW], y[EW];
+    ew_ld(a + i0, x, n, vec);
+    ew_ld(b + i0, y, n, vec);
+#pragma unroll
+    for (int k = 0; k < EW; k++) x[k] += y[k];
+    ew_st(out + i0, x, n, vec);
 }
 
 // residual_backward: da(N) += dout(N), db(N) += dout(N).
 template <typename X>
-__device__ __forceinline__ void residual_backward_t(X* da, X* db, const X* dout, long N) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    float d = ld(dout + i);
-    st(da + i, ld(da + i) + d);
-    st(db + i, ld(db + i) + d);
+__device__ __forceinline__ void residual_backward_t(X* da, X* db, const X* dout, long N, int vec) {
+    int n;
+    long i0 = ew_first(N, &n);
+    if (n <= 0) return;
+    float d[EW], x[EW];
+    ew_ld(dout + i0, d, n, vec);
+    ew_ld(da + i0, x, n, vec);
+#pragma unroll
+    for (int k = 0; k < EW; k++) x[k] += d[k];
+    ew_st(da + i0, x, n, vec);
+    ew_ld(db + i0, x, n, vec);
+#pragma unroll
+    for (int k = 0; k < EW; k++) x[k] += d[k];
+    ew_st(db + i0, x, n, vec);
 }
 
-// adamw: one torch.optim.AdamW step on the fp32 params(N) from grads(N) (fp32 or 16-bit) with
-// fp32 moments m(N), v(N):
-// g = grads*grad_scale; p *= 1 - lr*weight_decay; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-// p -= step_size * m / (sqrt(v)/bc2_sqrt + eps) with step_size = lr/(1-b1^t), bc2_sqrt = sqrt(1-b2^t).
+// adamw_elem is one element of a torch.optim.AdamW step (adamw and adamw_all share it, so both
+// give each element the same bits): with g the scaled gradient,
+// p *= 1 - decay; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p -= step_size * m / (sqrt(v)/bc2_sqrt + eps) with step_size = lr/(1-b1^t), bc2_sqrt = sqrt(1-b2^t)
+// and decay = lr*weight_decay.
+__device__ __forceinline__ void adamw_elem(float& p, float g, float& m, float& v, float decay, float beta1, float beta2,
+                                           float step_size, float bc2_sqrt, float eps) {
+    float mi = beta1 * m + (1.0f - beta1) * g;
+    float vi = beta2 * v + (1.0f - beta2) * g * g;
+    m = mi;
+    v = vi;
+    float q = p * (1.0f - decay);
+    p = q - step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+}
+
+// adamw: one AdamW step (adamw_elem) on the fp32 params(N) from grads(N) (fp32 or 16-bit) times
+// grad_scale, with fp32 moments m(N), v(N).
 template <typename G>
 __device__ __forceinline__ void adamw_t(float* params, const G* grads, float* m, float* v, long N, float grad_scale,
-                                        float decay, float beta1, float beta2, float step_size, float bc2_sqrt, float eps) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    float g = ld(grads + i) * grad_scale;
-    float mi = beta1 * m[i] + (1.0f - beta1) * g;
-    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    float p = params[i] * (1.0f - decay);
-    params[i] = p - step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+                                        float decay, float beta1, float beta2, float step_size, float bc2_sqrt, float eps, int vec) {
+    int n;
+    long i0 = ew_first(N, &n);
+    if (n <= 0) return;
+    float p[EW], g[EW], mm[EW], vv[EW];
+    ew_ld(params + i0, p, n, vec);
+    ew_ld(grads + i0, g, n, vec);
+    ew_ld(m + i0, mm, n, vec);
+    ew_ld(v + i0, vv, n, vec);
+#pragma unroll
+    for (int k = 0; k < EW; k++) adamw_elem(p[k], g[k] * grad_scale, mm[k], vv[k], decay, beta1, beta2, step_size, bc2_sqrt, eps);
+    ew_st(params + i0, p, n, vec);
+    ew_st(m + i0, mm, n, vec);
+    ew_st(v + i0, vv, n, vec);
+}
+
+// adamw_all: adamw over the nseg tensors of flat buffers of N elements in one launch. segs[j] is
+// (end of tensor j) << 1 | (1 when it decays, with decay lr_wd; else 0), the ends increasing to
+// N. stats is backend.StepStats' layout: the gradient scale is stats[2], and nothing is written
+// unless stats[3] == 1 (the gradient norm is finite).
+template <typename G>
+__device__ __forceinline__ void adamw_all_t(float* params, const G* grads, float* m, float* v, long N, const long long* segs,
+                                            int nseg, const float* stats, float lr_wd, float beta1, float beta2, float step_size,
+                                            float bc2_sqrt, float eps, int vec) {
+    if (stats[3] != 1.0f) return;
+    float grad_scale = stats[2];
+    int n;
+    long i0 = ew_first(N, &n);
+    if (n <= 0) return;
+    int lo = 0, hi = nseg - 1; // the tensor of i0: the first j whose end is past i0
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if ((segs[mid] >> 1) > i0) hi = mid;
+        else lo = mid + 1;
+    }
+    long long seg = segs[lo];
+    float p[EW], g[EW], mm[EW], vv[EW];
+    ew_ld(params + i0, p, n, vec);
+    ew_ld(grads + i0, g, n, vec);
+    ew_ld(m + i0, mm, n, vec);
+    ew_ld(v + i0, vv, n, vec);
+#pragma unroll
+    for (int k = 0; k < EW; k++) {
+        while (k < n && i0 + k >= (seg >> 1)) seg = segs[++lo];
+        adamw_elem(p[k], g[k] * grad_scale, mm[k], vv[k], (seg & 1) ? lr_wd : 0.0f, beta1, beta2, step_size, bc2_sqrt, eps);
+    }
+    ew_st(params + i0, p, n, vec);
+    ew_st(m + i0, mm, n, vec);
+    ew_st(v + i0, vv, n, vec);
 }
 
 // block_sum_d: thread 0 writes *out = the sum of every thread's s over the thread block, in a
@@ -130,6 +238,36 @@ extern "C" __global__ void sum_squares_final(double* out, const double* partial,
     out[0] = s;
 }
 
+// grad_stats writes backend.StepStatsOf into stats(4) from the n block sums of squares in sums,
+// added as backend.SumBlockSums does: each group of SUM_GROUP consecutive sums in order (a thread
+// per group, into groups(ceil(n/SUM_GROUP))), then the groups' sums in order (thread 0). The norm
+// goes in as its two 32-bit halves. One thread block.
+#define SUM_GROUP 64 // backend.SumGroup
+extern "C" __global__ void grad_stats(float* stats, const double* sums, int n, double* groups, double clip, double loss_scale) {
+    int ng = (n + SUM_GROUP - 1) / SUM_GROUP;
+    for (int gi = threadIdx.x; gi < ng; gi += blockDim.x) {
+        double s = 0;
+        for (int i = gi * SUM_GROUP; i < min(n, (gi + 1) * SUM_GROUP); i++) s += sums[i];
+        groups[gi] = s;
+    }
+    __syncthreads();
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    double s = 0;
+    for (int gi = 0; gi < ng; gi++) s += groups[gi];
+    double norm = __ddiv_rn(sqrt(s), loss_scale);
+    unsigned long long b = (unsigned long long)__double_as_longlong(norm);
+    unsigned* w = (unsigned*)stats;
+    w[0] = (unsigned)b, w[1] = (unsigned)(b >> 32);
+    if (isnan(norm) || isinf(norm)) {
+        stats[2] = 0.0f, stats[3] = 0.0f;
+        return;
+    }
+    double factor = 1.0;
+    if (clip > 0) factor = fmin(1.0, __ddiv_rn(clip, __dadd_rn(norm, 1e-6)));
+    stats[2] = __double2float_rn(__ddiv_rn(factor, loss_scale));
+    stats[3] = 1.0f;
+}
+
 // column_sum_partial: partial(chunks, OC)[k, j] = sum of x(N,OC)[i, j] over the rows i of chunk k
 // (rows [k*rows, (k+1)*rows)), in fp32. One thread per (chunk, column).
 template <typename X>
@@ -154,19 +292,34 @@ __device__ __forceinline__ void column_sum_reduce_t(G* out, const float* partial
 }
 
 #define ELEMENTWISE_KERNELS(X, S)                                                                                      \
-    extern "C" __global__ void gelu_forward##S(X* out, const X* inp, long N) { gelu_forward_t(out, inp, N); }          \
-    extern "C" __global__ void gelu_backward##S(X* dinp, const X* inp, const X* dout, long N) {                        \
-        gelu_backward_t(dinp, inp, dout, N);                                                                           \
+    extern "C" __global__ void gelu_forward##S(X* out, const X* inp, long N, int vec) {                                \
+        ew_map_t<X, gelu_tanh>(out, inp, N, vec);                                                                      \
     }                                                                                                                  \
-    extern "C" __global__ void gelu_erf_forward##S(X* out, const X* inp, long N) { gelu_erf_forward_t(out, inp, N); }  \
-    extern "C" __global__ void gelu_erf_backward##S(X* dinp, const X* inp, const X* dout, long N) {                    \
-        gelu_erf_backward_t(dinp, inp, dout, N);                                                                       \
+    extern "C" __global__ void gelu_backward##S(X* dinp, const X* inp, const X* dout, long N, int vec) {              \
+        ew_grad_t<X, gelu_tanh_grad>(dinp, inp, dout, N, vec);                                                         \
     }                                                                                                                  \
-    extern "C" __global__ void residual_forward##S(X* out, const X* a, const X* b, long N) { residual_forward_t(out, a, b, N); } \
-    extern "C" __global__ void residual_backward##S(X* da, X* db, const X* dout, long N) { residual_backward_t(da, db, dout, N); } \
+    extern "C" __global__ void gelu_erf_forward##S(X* out, const X* inp, long N, int vec) {                            \
+        ew_map_t<X, gelu_erf>(out, inp, N, vec);                                                                       \
+    }                                                                                                                  \
+    extern "C" __global__ void gelu_erf_backward##S(X* dinp, const X* inp, const X* dout, long N, int vec) {          \
+        ew_grad_t<X, gelu_erf_grad>(dinp, inp, dout, N, vec);                                                          \
+    }                                                                                                                  \
+    extern "C" __global__ void residual_forward##S(X* out, const X* a, const X* b, long N, int vec) {                  \
+        residual_forward_t(out, a, b, N, vec);                                                                         \
+    }                                                                                                                  \
+    extern "C" __global__ void residual_backward##S(X* da, X* db, const X* dout, long N, int vec) {                    \
+        residual_backward_t(da, db, dout, N, vec);                                                                     \
+    }                                                                                                                  \
     extern "C" __global__ void adamw##S(float* params, const X* grads, float* m, float* v, long N, float grad_scale,   \
-                                       float decay, float beta1, float beta2, float step_size, float bc2_sqrt, float eps) { \
-        adamw_t(params, grads, m, v, N, grad_scale, decay, beta1, beta2, step_size, bc2_sqrt, eps);                   \
+                                       float decay, float beta1, float beta2, float step_size, float bc2_sqrt, float eps, \
+                                       int vec) {                                                                      \
+        adamw_t(params, grads, m, v, N, grad_scale, decay, beta1, beta2, step_size, bc2_sqrt, eps, vec);              \
+    }                                                                                                                  \
+    extern "C" __global__ void adamw_all##S(float* params, const X* grads, float* m, float* v, long N,                 \
+                                           const long long* segs, int nseg, const float* stats, float lr_wd,           \
+                                           float beta1, float beta2, float step_size, float bc2_sqrt, float eps,       \
+                                           int vec) {                                                                  \
+        adamw_all_t(params, grads, m, v, N, segs, nseg, stats, lr_wd, beta1, beta2, step_size, bc2_sqrt, eps, vec);   \
     }                                                                                                                  \
     extern "C" __global__ void sum_squares_partial##S(double* partial, const X* x, long N) { sum_squares_partial_t(partial, x, N); } \
     extern "C" __global__ void sum_squares_blocks##S(double* dst, const X* x, long N, int block) {                      \
