@@ -47,6 +47,7 @@ type Backend struct {
 	noTensorCores  bool // tests and benchmarks (Options.FMAAttention): attention on the fp32-FMA tiled kernels
 
 	events    []uintptr // fences' events, free for reuse (async.go)
+	stage     staging   // page-locked memory uploads go through (staging.go)
 	allocated int64     // bytes from Alloc, AllocDType and AllocInt32
 	peak      float64   // measured matmul FLOP/s, see PeakFLOPS
 	scratch   struct {
@@ -270,10 +271,10 @@ func (be *Backend) Upload(dst backend.Buf, src []float32) {
 	}
 	if dt := dst.DType(); dt.Is16() {
 		bits := pack16(dt, src)
-		be.fail(be.g.HtoD(ptrOf(dst), unsafe.Pointer(&bits[0]), int64(len(bits))*2))
+		be.htod(ptrOf(dst), unsafe.Pointer(&bits[0]), int64(len(bits))*2)
 		return
 	}
-	be.fail(be.g.HtoD(ptrOf(dst), unsafe.Pointer(&src[0]), int64(len(src))*4))
+	be.htod(ptrOf(dst), unsafe.Pointer(&src[0]), int64(len(src))*4)
 }
 
 // UploadInt32 copies src into dst[:len(src)]. Into an allocation, or a view at its start (the
@@ -285,7 +286,7 @@ func (be *Backend) UploadInt32(dst backend.Buf, src []int32) {
 	if be.err != nil || len(src) == 0 {
 		return
 	}
-	be.fail(be.g.HtoD(ptrOf(dst), unsafe.Pointer(&src[0]), int64(len(src))*4))
+	be.htod(ptrOf(dst), unsafe.Pointer(&src[0]), int64(len(src))*4)
 	b := dst.(*buf)
 	if b.root != nil && b.ptr != b.root.ptr { // a view inside: the allocation's index no longer matches its tokens
 		b.dropIndex()
@@ -301,7 +302,7 @@ func (be *Backend) UploadInt32(dst backend.Buf, src []int32) {
 		return
 	}
 	be.ensure(&b.idx.dev, &b.idx.devN, int64(3*b.n+1), 4) // room for any upload into b
-	be.fail(be.g.HtoD(b.idx.dev, unsafe.Pointer(&b.idx.host[0]), int64(len(b.idx.host))*4))
+	be.htod(b.idx.dev, unsafe.Pointer(&b.idx.host[0]), int64(len(b.idx.host))*4)
 }
 
 // Download copies src[:len(dst)] into dst, waiting for the GPU. After a failure it fills dst
