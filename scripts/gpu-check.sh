@@ -132,6 +132,7 @@ for prec in fp32 tf32 bf16 fp16; do
   bench "gpt2go $prec" "$bin/gpt2go" bench --device cuda --precision $prec --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
 done
 bench "gpt2go bf16, GELU unfused" env GPT2GO_GELU_FUSION=0 "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
+bench "gpt2go bf16, a sync per step" env GPT2GO_SYNC_STEPS=1 "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
 bench "gpt2go bf16, heuristic matmuls" env GPT2GO_MATMUL_TUNE=0 "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
 "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 1 --steps 2 --verbose > "$work/matmul-tuned.txt" 2>&1 \
   && row "bf16 step's matmul picks (one call each)" "ok" "$(grep -o 'one call of each shape.*' "$work/matmul-tuned.txt" || echo 'no table')" \

@@ -487,14 +487,14 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 	return sum, nil
 }
 
-// nonFinite stops the run without touching the weights or the last good checkpoint.
+// nonFinite stops the run without saving its weights, leaving the last good checkpoint as it is.
 func (t *Trainer) nonFinite(step int, loss, norm float64) error {
 	t.writeLog(map[string]any{"step": step, "loss": loss, "grad_norm": norm, "error": "non-finite"})
 	where := "no checkpoint was saved"
 	if t.last != "" {
 		where = "the last good checkpoint is " + t.last
 	}
-	return fmt.Errorf("step %d: loss %v, grad norm %v is not finite; stopped before updating the weights (%s); try a lower --lr or --grad-clip 1", step, loss, norm, where)
+	return fmt.Errorf("step %d: loss %v, grad norm %v is not finite; stopped without saving weights from it (%s); try a lower --lr or --grad-clip 1", step, loss, norm, where)
 }
 
 // evaluate returns the mean validation loss over the EvalBatches batches spread evenly over the

@@ -35,7 +35,8 @@ type ladderRung struct {
 // gpt2goRungs are gpt2go's rungs on device ("cpu" or "cuda"). Each adds one thing to the one
 // before: TF32 matmuls (attention still on fp32 FMAs), attention on tensor cores too, bf16
 // activations and 16-bit parameter copies (fp32 master weights), cuBLASLt algorithms picked by
-// timing instead of its heuristic's first, then the MLP's GELU in the matmul epilogues. The CPU
+// timing instead of its heuristic's first, the MLP's GELU in the matmul epilogues, then step s+1
+// queued before step s is read back (no sync with the host inside a step; train/step.go). The CPU
 // has no TF32, tensor cores or cuBLASLt, so its ladder is short.
 func gpt2goRungs(device string) []ladderRung {
 	if device == "cpu" {
@@ -44,14 +45,15 @@ func gpt2goRungs(device string) []ladderRung {
 			{Peer: "gpt2go", Name: "bf16 (emulated)", Args: []string{"--precision", "bf16"}},
 		}
 	}
-	plain := []string{"GPT2GO_MATMUL_TUNE=0", "GPT2GO_GELU_FUSION=0"} // the rungs before tuning and fusion
+	plain := []string{"GPT2GO_MATMUL_TUNE=0", "GPT2GO_GELU_FUSION=0", "GPT2GO_SYNC_STEPS=1"} // the rungs before tuning, fusion and pipelining
 	return []ladderRung{
 		{Peer: "gpt2go", Name: "fp32", Args: []string{"--precision", "fp32"}, Env: plain},
 		{Peer: "gpt2go", Name: "tf32 matmuls", Args: []string{"--precision", "tf32"}, Env: append([]string{"GPT2GO_ATTENTION=fma"}, plain...)},
 		{Peer: "gpt2go", Name: "+ tensor-core attention", Args: []string{"--precision", "tf32"}, Env: plain},
 		{Peer: "gpt2go", Name: "bf16 storage", Args: []string{"--precision", "bf16"}, Env: plain},
-		{Peer: "gpt2go", Name: "+ tuned matmuls", Args: []string{"--precision", "bf16"}, Env: []string{"GPT2GO_GELU_FUSION=0"}},
-		{Peer: "gpt2go", Name: "+ GELU epilogues", Args: []string{"--precision", "bf16"}},
+		{Peer: "gpt2go", Name: "+ tuned matmuls", Args: []string{"--precision", "bf16"}, Env: []string{"GPT2GO_GELU_FUSION=0", "GPT2GO_SYNC_STEPS=1"}},
+		{Peer: "gpt2go", Name: "+ GELU epilogues", Args: []string{"--precision", "bf16"}, Env: []string{"GPT2GO_SYNC_STEPS=1"}},
+		{Peer: "gpt2go", Name: "+ no syncs", Args: []string{"--precision", "bf16"}},
 	}
 }
 
