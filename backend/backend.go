@@ -283,6 +283,8 @@ type MemoryItem struct {
 // a clear message instead of failing half-way through allocation.
 type MemoryChecker interface {
 	CheckMemory(plan []MemoryItem) error
+	// MemoryBudget is what CheckMemory checks a plan against, as of now.
+	MemoryBudget() (MemoryBudget, error)
 }
 
 // HostMemory is implemented by backends whose buffers already live in host memory (the CPU):

@@ -60,6 +60,10 @@ type BenchResult struct {
 	PeakRSSMB float64 `json:"peak_rss_mb"`
 	// DeviceMemMB is the GPU memory the backend allocated (set by the caller; 0 on the CPU).
 	DeviceMemMB float64 `json:"device_mem_mb,omitempty"`
+	// Hints are the pitfalls found (Pitfalls) and LargestBatch the largest micro-batch whose
+	// memory plan fits the device (0: unknown); set by the caller.
+	Hints        []string `json:"hints,omitempty"`
+	LargestBatch int      `json:"largest_batch,omitempty"`
 }
 
 // Bench times steps training steps after warmup untimed ones, in fp32.

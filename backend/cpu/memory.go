@@ -27,11 +27,20 @@ func (be *Backend) SetVerbose(w io.Writer) { be.verbose = w }
 // model allocates anything: a model too big for the machine then stops with one line naming the
 // limit, instead of Go's "fatal error: out of memory" and a dump of every goroutine.
 func (be *Backend) CheckMemory(plan []backend.MemoryItem) error {
-	limits, err := readHostLimits("/")
+	b, err := be.MemoryBudget()
 	if err != nil {
 		return err
 	}
-	return backend.CheckPlan(plan, limits.budget(), be.verbose)
+	return backend.CheckPlan(plan, b, be.verbose)
+}
+
+// MemoryBudget is the binding one of the host's limits on this process.
+func (be *Backend) MemoryBudget() (backend.MemoryBudget, error) {
+	limits, err := readHostLimits("/")
+	if err != nil {
+		return backend.MemoryBudget{}, err
+	}
+	return limits.budget(), nil
 }
 
 var _ backend.MemoryChecker = (*Backend)(nil)

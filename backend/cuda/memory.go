@@ -20,12 +20,20 @@ func (be *Backend) CheckMemory(plan []backend.MemoryItem) error {
 	return checkPlan(plan, free, total, be.opts.Verbose)
 }
 
+// MemoryBudget is the GPU's free and total memory now, less the scratch reserve.
+func (be *Backend) MemoryBudget() (backend.MemoryBudget, error) {
+	free, total, err := be.g.MemInfo()
+	return gpuBudget(free, total), err
+}
+
+func gpuBudget(free, total int64) backend.MemoryBudget {
+	return backend.MemoryBudget{Place: "on the GPU", Free: free, Total: total, Reserve: reserveBytes, ReserveFor: "scratch"}
+}
+
 // checkPlan is CheckMemory's decision, given the free and total bytes; it reports the plan to
 // verbose when that is set.
 func checkPlan(plan []backend.MemoryItem, free, total int64, verbose io.Writer) error {
-	return backend.CheckPlan(plan, backend.MemoryBudget{
-		Place: "on the GPU", Free: free, Total: total, Reserve: reserveBytes, ReserveFor: "scratch",
-	}, verbose)
+	return backend.CheckPlan(plan, gpuBudget(free, total), verbose)
 }
 
 var _ backend.MemoryChecker = (*Backend)(nil)

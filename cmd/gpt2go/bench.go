@@ -71,10 +71,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stop()
+	// The budget before the model allocates, for the micro-batch that would fit.
+	var budget backend.MemoryBudget
+	if mc, ok := be.(backend.MemoryChecker); ok {
+		if b, err := mc.MemoryBudget(); err == nil {
+			budget = b
+		}
+	}
 	res, err := train.BenchWithPrecision(be, cfg, dev.modelPrecision(), B, T, warmup, steps)
 	if err != nil {
 		return err
 	}
+	_, onGPU := be.(*cuda.Backend)
+	res.Hints, res.LargestBatch = train.Pitfalls(cfg, B, T, dev.modelPrecision(), budget, onGPU)
 	res.Precision = dev.precision
 	if a, ok := be.(interface{ Allocated() int64 }); ok {
 		res.DeviceMemMB = float64(a.Allocated()) / (1 << 20)
@@ -97,6 +106,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, " = %.0f%% of the measured sgemm peak %.1f GFLOP/s", res.PctOfPeak, res.PeakGFlops)
 	}
 	fmt.Fprintf(stdout, " | peak RSS %.0f MB, Go heap %.0f MB\n", res.PeakRSSMB, res.PeakHeapMB)
+	for _, h := range res.Hints {
+		fmt.Fprintf(stdout, "hint: %s\n", h)
+	}
 	if g, ok := be.(*cuda.Backend); ok && dev.verbose {
 		printTuned(stdout, g.TunedMatmuls(), g.MatmulCachePath())
 	}
