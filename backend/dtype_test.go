@@ -173,24 +173,23 @@ func TestStepStatsEncoding(t *testing.T) {
 	}
 }
 
-// TestSumBlockSums checks the grouping: groups of SumGroup in order, then the groups.
+// TestSumBlockSums checks the grouping on sums where it shows: 1 followed by 127 values of
+// 2^-53. Added in order, each 2^-53 rounds away (1 + 2^-53 is a tie, to even: 1); in groups of
+// 64, the second group's 64 values add up exactly to 2^-47, which 1 keeps.
 func TestSumBlockSums(t *testing.T) {
-	x := make([]float64, 2*SumGroup+3)
-	for i := range x {
-		x[i] = 1 / float64(i+3)
+	x := make([]float64, 2*SumGroup)
+	x[0] = 1
+	for i := 1; i < len(x); i++ {
+		x[i] = 0x1p-53
 	}
-	var want float64
-	for lo := 0; lo < len(x); lo += SumGroup {
-		var g float64
-		for _, v := range x[lo:min(lo+SumGroup, len(x))] {
-			g += v
-		}
-		want += g
+	var inOrder float64
+	for _, v := range x {
+		inOrder += v
 	}
-	if got := SumBlockSums(x); got != want {
-		t.Errorf("SumBlockSums = %v, want %v", got, want)
+	if want := 1 + 0x1p-47; SumBlockSums(x) != want || inOrder != 1 {
+		t.Errorf("SumBlockSums = %v, want %v (in order: %v, want 1)", SumBlockSums(x), want, inOrder)
 	}
-	if SumBlockSums(nil) != 0 {
-		t.Error("SumBlockSums(nil) != 0")
+	if SumBlockSums(nil) != 0 || SumBlockSums(x[:1]) != 1 {
+		t.Error("SumBlockSums of nothing or of one value")
 	}
 }

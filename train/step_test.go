@@ -11,7 +11,6 @@ import (
 
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/checkpoint"
-	"github.com/gpt2go/gpt2go/gpt"
 )
 
 // logEntries reads a run's log.jsonl as step -> the fields that must repeat bit for bit
@@ -125,16 +124,7 @@ func testPipelinedStepsMatch(t *testing.T, be backend.Backend) {
 // the run at the step that had it, and no checkpoint but step 0's is written.
 func TestPipelinedNonFiniteStops(t *testing.T) {
 	cfg := smallConfig(writeDataset(t, 50))
-	params := make([]float32, cfg.Model.NumParams())
-	for i := range params {
-		params[i] = 0.01
-	}
-	params[len(params)-2*cfg.Model.Channels] = float32(math.NaN())
-	init := filepath.Join(t.TempDir(), "nan.bin")
-	if err := gpt.WriteLLMC(init, cfg.Model, params); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Init = init
+	cfg.Init = nanInit(t, cfg)
 	dir := filepath.Join(t.TempDir(), "run")
 	_, err := runTrain(t, Options{Config: cfg, RunDir: dir, pipeline: pipelineOn})
 	if err == nil || !strings.Contains(err.Error(), "step 1:") || !strings.Contains(err.Error(), "not finite") {

@@ -219,9 +219,10 @@ func TestRunDirHoldingARunIsRefused(t *testing.T) {
 	}
 }
 
-func TestNonFiniteLossStopsAndKeepsCheckpoint(t *testing.T) {
-	cfg := smallConfig(writeDataset(t, 50))
-	// Start from an llm.c file whose final LayerNorm weight is NaN: the first loss is NaN.
+// nanInit writes an llm.c file for cfg's model whose final LayerNorm weight is NaN (the first
+// loss is then NaN) and returns its path.
+func nanInit(t *testing.T, cfg Config) string {
+	t.Helper()
 	params := make([]float32, cfg.Model.NumParams())
 	for i := range params {
 		params[i] = 0.01
@@ -231,7 +232,12 @@ func TestNonFiniteLossStopsAndKeepsCheckpoint(t *testing.T) {
 	if err := gpt.WriteLLMC(init, cfg.Model, params); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Init = init
+	return init
+}
+
+func TestNonFiniteLossStopsAndKeepsCheckpoint(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Init = nanInit(t, cfg)
 	dir := filepath.Join(t.TempDir(), "run")
 	_, err := runTrain(t, Options{Config: cfg, RunDir: dir})
 	if err == nil || !strings.Contains(err.Error(), "step 1") || !strings.Contains(err.Error(), "not finite") {
