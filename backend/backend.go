@@ -283,7 +283,12 @@ type MemoryItem struct {
 // a clear message instead of failing half-way through allocation.
 type MemoryChecker interface {
 	CheckMemory(plan []MemoryItem) error
-	// MemoryBudget is what CheckMemory checks a plan against, as of now.
+}
+
+// MemoryBudgeter is implemented by backends that can say what CheckMemory checks a plan
+// against, as of now (bench uses it to name the largest micro-batch that fits). It is a separate
+// interface so that a wrapper forwarding only CheckMemory still has its plans checked.
+type MemoryBudgeter interface {
 	MemoryBudget() (MemoryBudget, error)
 }
 

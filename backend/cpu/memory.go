@@ -44,6 +44,7 @@ func (be *Backend) MemoryBudget() (backend.MemoryBudget, error) {
 }
 
 var _ backend.MemoryChecker = (*Backend)(nil)
+var _ backend.MemoryBudgeter = (*Backend)(nil)
 
 // hostLimit is one bound on what the process may allocate: free bytes out of total.
 type hostLimit struct {

@@ -37,3 +37,4 @@ func checkPlan(plan []backend.MemoryItem, free, total int64, verbose io.Writer) 
 }
 
 var _ backend.MemoryChecker = (*Backend)(nil)
+var _ backend.MemoryBudgeter = (*Backend)(nil)

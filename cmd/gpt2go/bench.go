@@ -73,8 +73,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer stop()
 	// The budget before the model allocates, for the micro-batch that would fit.
 	var budget backend.MemoryBudget
-	if mc, ok := be.(backend.MemoryChecker); ok {
-		if b, err := mc.MemoryBudget(); err == nil {
+	if mb, ok := be.(backend.MemoryBudgeter); ok {
+		if b, err := mb.MemoryBudget(); err == nil {
 			budget = b
 		}
 	}
