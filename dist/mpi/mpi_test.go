@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -369,7 +370,13 @@ func TestFaultsEndTheJob(t *testing.T) {
 			if err == nil {
 				t.Fatalf("mpirun succeeded; want a failed job\n%s", out)
 			}
-			if !strings.Contains(out, c.want) {
+			// mpirun reports an abort with a help text naming MPI_ABORT and ends with the
+			// rank's code; the text can lose a race with the job's teardown (Open MPI 4 then
+			// logs "Data unpack would read past end of buffer" from show_help.c instead), the
+			// code cannot.
+			var exit *exec.ExitError
+			aborted := c.scenario == "abort" && errors.As(err, &exit) && exit.ExitCode() == 5
+			if !strings.Contains(out, c.want) && !aborted {
 				t.Errorf("output lacks %q:\n%s", c.want, out)
 			}
 			t.Logf("the job ended after %v: %v", took.Round(time.Millisecond), err)
