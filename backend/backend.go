@@ -169,11 +169,14 @@ type Ops interface {
 	// stats(StepStatsLen) what StepStatsOf(sum, clip, lossScale) gives (see StepStats).
 	GradStats(stats, grads Buf, N, block int, clip, lossScale float64)
 	// AdamWAll is AdamW over every tensor of flat buffers in one op: segs lists the tensors in
-	// order (their lengths sum to N = params.Len()), each decayed with h.WeightDecay or not;
-	// the gradient scale is the one GradStats wrote into stats (h.GradScale is ignored), and
-	// nothing changes when stats says the norm is not finite. Each element gets the bits
-	// AdamW gives it.
-	AdamWAll(params, grads, m, v Buf, segs []AdamWSegment, h AdamWParams, stats Buf)
+	// order (their lengths sum to N = params.Len()), each decayed or not. It reads h's betas
+	// and eps; what changes from step to step it reads from the backend, so that a recorded
+	// step (Grapher) replays with the current values: the learning rate's terms from
+	// step(AdamWStepLen), which the caller wrote with h.EncodeStep (h.LR, h.WeightDecay and
+	// h.Step are used there only), and the gradient scale from stats, GradStats' buffer
+	// (h.GradScale is ignored). Nothing changes when stats says the norm is not finite. Each
+	// element gets the bits AdamW gives it.
+	AdamWAll(params, grads, m, v Buf, segs []AdamWSegment, h AdamWParams, step, stats Buf)
 	// Convert writes dst(N) = src(N) in dst's DType (the 16-bit copy of fp32 master weights). With
 	// seed 0 it rounds to nearest even like every op; otherwise stochastically (RoundStochastic),
 	// element i with the bits StochasticBits(seed, i).
@@ -200,6 +203,24 @@ type AdamWParams struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float32
 	GradScale                          float32
 	Step                               int // 1-based
+}
+
+// AdamWStepLen is the length of AdamWAll's per-step buffer.
+const AdamWStepLen = 3
+
+// AdamWBias returns the bias-corrected step size lr/(1-beta1^t) and sqrt(1-beta2^t), computed
+// in float64 and rounded to float32: the scalars every backend's AdamW uses.
+func (h AdamWParams) AdamWBias() (stepSize, bc2Sqrt float32) {
+	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
+	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))
+	return float32(float64(h.LR) / bc1), float32(math.Sqrt(bc2))
+}
+
+// EncodeStep writes into dst(AdamWStepLen) what AdamWAll reads of step h: the decay
+// lr*weightDecay (float32 product; tensors without decay use 0), and AdamWBias.
+func (h AdamWParams) EncodeStep(dst []float32) {
+	dst[0] = h.LR * h.WeightDecay
+	dst[1], dst[2] = h.AdamWBias()
 }
 
 // AdamWSegment is one tensor of AdamWAll's flat buffers: Len elements, decayed or not.

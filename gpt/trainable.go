@@ -26,6 +26,8 @@ type Trainable struct {
 	gradScratch           backend.Buf // SeparateAccum: one micro-batch's gradient
 	normSums              []float64   // GradNorm's block sums
 	stats                 backend.Buf // GradStats' buffer
+	step                  backend.Buf // SetUpdateStep's scalars, and their host copy
+	stepHost              [backend.AdamWStepLen]float32
 	segs                  []backend.AdamWSegment
 	prec                  Precision
 	compute               backend.Buf
@@ -190,19 +192,42 @@ func (t *Trainable) GradStats(clip, lossScale float64) backend.Buf {
 // UpdateWithStats is Update in one op (backend.Ops.AdamWAll) with the gradient scale read from
 // stats, GradStats' buffer, on the backend: when the norm was not finite nothing changes. It
 // leaves the compute copy of a mixed plan alone: call ParamsUpdatedAt(step) once the update is
-// known to have been applied (at once when a non-finite norm stops the run anyway).
+// known to have been applied (at once when a non-finite norm stops the run anyway). It is
+// SetUpdateStep then QueueUpdate.
 func (t *Trainable) UpdateWithStats(opt AdamWConfig, lr float64, step int, stats backend.Buf) {
+	t.SetUpdateStep(opt, lr, step)
+	t.QueueUpdate(opt, stats)
+}
+
+// SetUpdateStep copies to the backend what changes from one AdamW step to the next (the
+// learning rate's terms of step `step`, 1-based, at lr), for the next QueueUpdate.
+func (t *Trainable) SetUpdateStep(opt AdamWConfig, lr float64, step int) {
+	if t.step == nil {
+		t.step = t.be.Alloc(backend.AdamWStepLen)
+	}
+	t.adamWParams(opt, ParamSpec{Decay: true}, lr, step, math.NaN()).EncodeStep(t.stepHost[:])
+	t.be.Upload(t.step, t.stepHost[:])
+}
+
+// QueueUpdate queues UpdateWithStats' AdamWAll with the scalars of the last SetUpdateStep: ops
+// on backend memory only, nothing copied, so that a recorded graph (backend.Grapher) can
+// replay it at every step.
+func (t *Trainable) QueueUpdate(opt AdamWConfig, stats backend.Buf) {
 	defer backend.Scope(t.be, "optimizer")()
 	if t.par.Shards > 0 {
-		panic("UpdateWithStats on a model with ZeRO-1 shards; use UpdateShard")
+		panic("QueueUpdate on a model with ZeRO-1 shards; use UpdateShard")
+	}
+	if t.step == nil {
+		panic("QueueUpdate before SetUpdateStep")
 	}
 	if t.segs == nil {
 		for _, s := range t.specs {
 			t.segs = append(t.segs, backend.AdamWSegment{Len: s.Size(), Decay: s.Decay})
 		}
 	}
-	h := t.adamWParams(opt, ParamSpec{Decay: true}, lr, step, math.NaN())
-	t.be.AdamWAll(t.Params, t.Grads, t.M, t.V, t.segs, h, stats)
+	// The step's learning rate and bias corrections are read from t.step.
+	h := t.adamWParams(opt, ParamSpec{Decay: true}, 0, 0, math.NaN())
+	t.be.AdamWAll(t.Params, t.Grads, t.M, t.V, t.segs, h, t.step, stats)
 }
 
 // adamWParams are the scalars of one AdamW step of the tensor s.

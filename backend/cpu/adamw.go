@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/gpt2go/gpt2go/backend"
 )
@@ -28,14 +27,19 @@ func (be *Backend) SumSquares(x backend.Buf, N int) float64 {
 // The bias corrections are computed in float64 on the host, the per-element math in float32 by
 // adamWSpan (AVX2 where available; the same bits either way).
 func adamW(p *pool, params, grads, m, v []float32, N int, h backend.AdamWParams) {
+	var step [backend.AdamWStepLen]float32
+	h.EncodeStep(step[:])
+	adamWStep(p, params, grads, m, v, N, h, step[:])
+}
+
+// adamWStep is adamW with the step's scalars (backend.AdamWParams.EncodeStep) from step.
+func adamWStep(p *pool, params, grads, m, v []float32, N int, h backend.AdamWParams, step []float32) {
 	params, grads, m, v = params[:N], grads[:N], m[:N], v[:N]
-	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
-	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))
 	job := reuse[adamWJob](p)
 	*job = adamWJob{params: params, grads: grads, m: m, v: v, k: adamWConsts{
-		gradScale: h.GradScale, decay: h.LR * h.WeightDecay,
+		gradScale: h.GradScale, decay: step[0],
 		beta1: h.Beta1, oneMinusB1: 1 - h.Beta1, beta2: h.Beta2, oneMinusB2: 1 - h.Beta2,
-		bc2Sqrt: float32(math.Sqrt(bc2)), eps: h.Eps, stepSize: float32(float64(h.LR) / bc1),
+		bc2Sqrt: step[2], eps: h.Eps, stepSize: step[1],
 	}}
 	p.forRanges(N, 1<<13, job)
 	*job = adamWJob{}
@@ -101,7 +105,7 @@ func (be *Backend) GradStats(stats, grads backend.Buf, N, block int, clip, lossS
 }
 
 // AdamWAll runs AdamW on each tensor of segs in turn, with the gradient scale from stats.
-func (be *Backend) AdamWAll(params, grads, m, v backend.Buf, segs []backend.AdamWSegment, h backend.AdamWParams, stats backend.Buf) {
+func (be *Backend) AdamWAll(params, grads, m, v backend.Buf, segs []backend.AdamWSegment, h backend.AdamWParams, step, stats backend.Buf) {
 	if n := backend.SegmentsLen(segs); n != params.Len() {
 		panic(fmt.Sprintf("cpu.AdamWAll: the segments cover %d of %d parameters", n, params.Len()))
 	}
@@ -109,15 +113,19 @@ func (be *Backend) AdamWAll(params, grads, m, v backend.Buf, segs []backend.Adam
 	if !st.Finite {
 		return
 	}
-	wd := h.WeightDecay
 	h.GradScale = st.Scale
+	decay, noDecay := Floats(step)[:backend.AdamWStepLen], [backend.AdamWStepLen]float32{}
+	copy(noDecay[1:], decay[1:]) // no weight decay: lr*wd is 0
 	off := 0
 	for _, s := range segs {
-		h.WeightDecay = 0
+		k := noDecay[:]
 		if s.Decay {
-			h.WeightDecay = wd
+			k = decay
 		}
-		be.AdamW(be.View(params, off, s.Len), be.View(grads, off, s.Len), be.View(m, off, s.Len), be.View(v, off, s.Len), s.Len, h)
+		adamWStep(&be.pool, Floats(params)[off:], Floats(grads)[off:], Floats(m)[off:], Floats(v)[off:], s.Len, h, k)
+		be.round(be.View(params, off, s.Len), s.Len)
+		be.round(be.View(m, off, s.Len), s.Len)
+		be.round(be.View(v, off, s.Len), s.Len)
 		off += s.Len
 	}
 }

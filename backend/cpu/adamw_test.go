@@ -134,8 +134,13 @@ func TestAdamWAll(t *testing.T) {
 	stats := be.Alloc(backend.StepStatsLen)
 	st := backend.StepStats{Norm: 3.5, Scale: 0.25, Finite: true}
 	st.Encode(Floats(stats))
+	// The step's scalars come from the step buffer only: AdamWAll gets h without them.
+	step := be.Alloc(backend.AdamWStepLen)
+	h.EncodeStep(Floats(step))
+	stale := h
+	stale.LR, stale.WeightDecay, stale.Step = 1, 0.5, 1
 	p, g, m, v := bufs()
-	be.AdamWAll(p, g, m, v, segs, h, stats)
+	be.AdamWAll(p, g, m, v, segs, stale, step, stats)
 
 	wp, wg, wm, wv := bufs()
 	off := 0
@@ -161,7 +166,7 @@ func TestAdamWAll(t *testing.T) {
 
 	backend.StepStats{Norm: math.Inf(1)}.Encode(Floats(stats))
 	p, g, m, v = bufs()
-	be.AdamWAll(p, g, m, v, segs, h, stats)
+	be.AdamWAll(p, g, m, v, segs, h, step, stats)
 	for i := range N {
 		if Floats(p)[i] != p0[i] || Floats(m)[i] != m0[i] || Floats(v)[i] != v0[i] {
 			t.Fatalf("not finite: element %d changed", i)

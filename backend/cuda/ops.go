@@ -488,9 +488,8 @@ func ewVec(bufs ...backend.Buf) int {
 // step_size = lr/(1-beta1^t) and bc2_sqrt = sqrt(1-beta2^t), computed in float64 and rounded
 // (as the CPU backend does), and eps.
 func adamWScalars(k *Kernel, h backend.AdamWParams) *Kernel {
-	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
-	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))
-	return k.Float(h.Beta1).Float(h.Beta2).Float(float32(float64(h.LR) / bc1)).Float(float32(math.Sqrt(bc2))).Float(h.Eps)
+	stepSize, bc2Sqrt := h.AdamWBias()
+	return k.Float(h.Beta1).Float(h.Beta2).Float(stepSize).Float(bc2Sqrt).Float(h.Eps)
 }
 
 func (be *Backend) AdamW(params, grads, m, v backend.Buf, N int, h backend.AdamWParams) {
@@ -505,21 +504,21 @@ func (be *Backend) AdamW(params, grads, m, v backend.Buf, N int, h backend.AdamW
 }
 
 // AdamWAll is one adamw_all launch over every tensor; the segment table goes to the GPU when it
-// changes (once per model).
-func (be *Backend) AdamWAll(params, grads, m, v backend.Buf, segs []backend.AdamWSegment, h backend.AdamWParams, stats backend.Buf) {
+// changes (once per model), the step's scalars are read from step on the GPU.
+func (be *Backend) AdamWAll(params, grads, m, v backend.Buf, segs []backend.AdamWSegment, h backend.AdamWParams, step, stats backend.Buf) {
 	N := params.Len()
 	if n := backend.SegmentsLen(segs); n != N || len(segs) == 0 {
 		be.fail(fmt.Errorf("AdamWAll: %d segments cover %d of %d parameters", len(segs), n, N))
 		return
 	}
-	if !be.sameFormat("AdamWAll", backend.F32, params, m, v, stats) {
+	if !be.sameFormat("AdamWAll", backend.F32, params, m, v, step, stats) {
 		return
 	}
 	table := be.segmentTable(segs)
 	be.launch("AdamWAll", "adamw_all"+formatSuffix(grads.DType()), ewBlocks(N), threads, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(params)).Ptr(ptrOf(grads)).Ptr(ptrOf(m)).Ptr(ptrOf(v)).Long(int64(N)).
-			Ptr(table).Int(len(segs)).Ptr(ptrOf(stats)).Float(h.LR * h.WeightDecay)
-		adamWScalars(k, h).Int(ewVec(params, grads, m, v))
+			Ptr(table).Int(len(segs)).Ptr(ptrOf(stats)).Ptr(ptrOf(step)).
+			Float(h.Beta1).Float(h.Beta2).Float(h.Eps).Int(ewVec(params, grads, m, v))
 	})
 }
 

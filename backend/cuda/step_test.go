@@ -83,7 +83,10 @@ func TestAdamWAllOnGPU(t *testing.T) {
 	st := backend.StepStats{Norm: 2, Scale: 0.5, Finite: true}
 	enc := make([]float32, backend.StepStatsLen)
 	for _, dt := range []backend.DType{backend.F32, backend.BF16} {
-		load := func(be backend.Backend) (p, gr, m, v, stats backend.Buf) {
+		// The step's scalars come from the step buffer only: AdamWAll gets h without them.
+		stale := h
+		stale.LR, stale.WeightDecay, stale.Step = 1, 0.5, 1
+		load := func(be backend.Backend) (p, gr, m, v, stats, step backend.Buf) {
 			p, gr, m, v, stats = be.Alloc(N), be.AllocDType(N, dt), be.Alloc(N), be.Alloc(N), be.Alloc(backend.StepStatsLen)
 			be.Upload(p, p0)
 			be.Upload(gr, g0)
@@ -91,13 +94,17 @@ func TestAdamWAllOnGPU(t *testing.T) {
 			be.Upload(v, v0)
 			st.Encode(enc)
 			be.Upload(stats, enc)
+			step = be.Alloc(backend.AdamWStepLen)
+			sc := make([]float32, backend.AdamWStepLen)
+			h.EncodeStep(sc)
+			be.Upload(step, sc)
 			return
 		}
-		p, gr, m, v, stats := load(g)
-		g.AdamWAll(p, gr, m, v, segs, h, stats)
-		wp, wg, wm, wv, _ := load(g)
-		cp, cg, cm, cv, cstats := load(c)
-		c.AdamWAll(cp, cg, cm, cv, segs, h, cstats)
+		p, gr, m, v, stats, step := load(g)
+		g.AdamWAll(p, gr, m, v, segs, stale, step, stats)
+		wp, wg, wm, wv, _, _ := load(g)
+		cp, cg, cm, cv, cstats, cstep := load(c)
+		c.AdamWAll(cp, cg, cm, cv, segs, stale, cstep, cstats)
 		off := 0
 		for _, s := range segs {
 			hs := h
@@ -128,7 +135,7 @@ func TestAdamWAllOnGPU(t *testing.T) {
 		backend.StepStats{Norm: math.NaN()}.Encode(enc)
 		g.Upload(stats, enc)
 		g.Upload(p, p0)
-		g.AdamWAll(p, gr, m, v, segs, h, stats)
+		g.AdamWAll(p, gr, m, v, segs, h, step, stats)
 		got := make([]float32, N)
 		g.Download(got, p)
 		for i := range got {

@@ -183,8 +183,8 @@ func (p *Backend) GradStats(stats, grads backend.Buf, N, block int, clip, lossSc
 	p.record("SumSquares", start, p.finish(), sumSquaresCost(N))
 }
 
-func (p *Backend) AdamWAll(params, grads, m, v backend.Buf, segs []backend.AdamWSegment, h backend.AdamWParams, stats backend.Buf) {
+func (p *Backend) AdamWAll(params, grads, m, v backend.Buf, segs []backend.AdamWSegment, h backend.AdamWParams, step, stats backend.Buf) {
 	start := p.now()
-	p.Backend.AdamWAll(params, grads, m, v, segs, h, stats)
+	p.Backend.AdamWAll(params, grads, m, v, segs, h, step, stats)
 	p.record("AdamW", start, p.finish(), adamWCost(params.Len()))
 }

@@ -153,13 +153,16 @@ __device__ __forceinline__ void adamw_t(float* params, const G* grads, float* m,
 // adamw_all: adamw over the nseg tensors of flat buffers of N elements in one launch. segs[j] is
 // (end of tensor j) << 1 | (1 when it decays, with decay lr_wd; else 0), the ends increasing to
 // N. stats is backend.StepStats' layout: the gradient scale is stats[2], and nothing is written
-// unless stats[3] == 1 (the gradient norm is finite).
+// unless stats[3] == 1 (the gradient norm is finite). step is backend.AdamWParams.EncodeStep's
+// layout: lr_wd, step_size, bc2_sqrt (read here, not passed, so that a CUDA graph replays a step
+// with the current learning rate).
 template <typename G>
 __device__ __forceinline__ void adamw_all_t(float* params, const G* grads, float* m, float* v, long N, const long long* segs,
-                                            int nseg, const float* stats, float lr_wd, float beta1, float beta2, float step_size,
-                                            float bc2_sqrt, float eps, int vec) {
+                                            int nseg, const float* stats, const float* step, float beta1, float beta2, float eps,
+                                            int vec) {
     if (stats[3] != 1.0f) return;
     float grad_scale = stats[2];
+    float lr_wd = step[0], step_size = step[1], bc2_sqrt = step[2];
     int n;
     long i0 = ew_first(N, &n);
     if (n <= 0) return;
@@ -316,10 +319,9 @@ __device__ __forceinline__ void column_sum_reduce_t(G* out, const float* partial
         adamw_t(params, grads, m, v, N, grad_scale, decay, beta1, beta2, step_size, bc2_sqrt, eps, vec);              \
     }                                                                                                                  \
     extern "C" __global__ void adamw_all##S(float* params, const X* grads, float* m, float* v, long N,                 \
-                                           const long long* segs, int nseg, const float* stats, float lr_wd,           \
-                                           float beta1, float beta2, float step_size, float bc2_sqrt, float eps,       \
-                                           int vec) {                                                                  \
-        adamw_all_t(params, grads, m, v, N, segs, nseg, stats, lr_wd, beta1, beta2, step_size, bc2_sqrt, eps, vec);   \
+                                           const long long* segs, int nseg, const float* stats, const float* step,     \
+                                           float beta1, float beta2, float eps, int vec) {                             \
+        adamw_all_t(params, grads, m, v, N, segs, nseg, stats, step, beta1, beta2, eps, vec);                          \
     }                                                                                                                  \
     extern "C" __global__ void sum_squares_partial##S(double* partial, const X* x, long N) { sum_squares_partial_t(partial, x, N); } \
     extern "C" __global__ void sum_squares_blocks##S(double* dst, const X* x, long N, int block) {                      \
