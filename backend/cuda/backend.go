@@ -301,7 +301,7 @@ func (be *Backend) UploadInt32(dst backend.Buf, src []int32) {
 	if !b.idx.build(src) {
 		return
 	}
-	be.ensure(&b.idx.dev, &b.idx.devN, int64(3*b.n+1), 4) // room for any upload into b
+	be.ensure(&b.idx.dev, &b.idx.devN, int64(3*b.n+2), 4) // room for any upload into b
 	be.htod(b.idx.dev, unsafe.Pointer(&b.idx.host[0]), int64(len(b.idx.host))*4)
 }
 

@@ -102,6 +102,10 @@ func (be *Backend) EncoderForward(out, tokens, wte, wpe backend.Buf, B, T, C int
 // parallel, rounding a 16-bit dwte once; without one (tokens is a view inside its allocation,
 // was not uploaded whole, or was written through such a view since), one thread per channel
 // walks all positions.
+// indexGroupsPerGrid bounds encoder_backward_wte_index's grid: its blocks take token groups
+// u, u+indexGroupsPerGrid, ... (a GPT-2 batch of 16k tokens has about 5k distinct ones).
+const indexGroupsPerGrid = 4096
+
 func (be *Backend) EncoderBackward(dwte, dwpe, dout, tokens backend.Buf, B, T, C int) {
 	g := dwte.DType()
 	if !be.sameFormat("EncoderBackward", g, dwpe) {
@@ -113,9 +117,11 @@ func (be *Backend) EncoderBackward(dwte, dwpe, dout, tokens backend.Buf, B, T, C
 		tb = tb.root
 	}
 	if idx := tb.idx; idx != nil && idx.n == B*T && idx.dev != 0 {
+		// A grid that depends on the batch's size only (not on its distinct tokens, which the
+		// kernel reads from the index), so that a recorded graph serves every batch.
 		cblocks := Blocks(int64(C), threads)
-		be.launch("EncoderBackward", "encoder_backward_wte_index"+suffix, idx.distinct*cblocks, threads, 0, func(k *Kernel) {
-			k.Ptr(ptrOf(dwte)).Ptr(ptrOf(dout)).Ptr(idx.dev).Int(idx.distinct).Int(B * T).Int(C)
+		be.launch("EncoderBackward", "encoder_backward_wte_index"+suffix, min(B*T, indexGroupsPerGrid)*cblocks, threads, 0, func(k *Kernel) {
+			k.Ptr(ptrOf(dwte)).Ptr(ptrOf(dout)).Ptr(idx.dev).Int(B * T).Int(C)
 		})
 	} else {
 		be.launch("EncoderBackward", "encoder_backward_wte"+suffix, Blocks(int64(C), 128), 128, 0, func(k *Kernel) {

@@ -3,9 +3,11 @@ package cuda
 import "slices"
 
 // tokenIndex groups a batch's positions by token for EncoderBackward (encoder_backward_wte_index
-// in encoder.cu). host holds, as uploaded: order (n positions grouped by token, each group in
-// increasing position), start (distinct+1 group offsets into order) and token (distinct ids).
-// It is rebuilt on every full upload without allocating once its slices have grown.
+// in encoder.cu). host holds, as uploaded: the number of groups (distinct), order (n positions
+// grouped by token, each group in increasing position), start (distinct+1 group offsets into
+// order) and token (distinct ids). The kernel reads the group count from the index, so a launch
+// recorded in a CUDA graph serves every batch of n tokens. It is rebuilt on every full upload
+// without allocating once its slices have grown.
 type tokenIndex struct {
 	n        int     // positions indexed
 	distinct int     // groups
@@ -41,8 +43,9 @@ func (x *tokenIndex) build(tokens []int32) bool {
 			distinct++
 		}
 	}
-	x.host = slices.Grow(x.host[:0], n+2*distinct+1)[:n+2*distinct+1]
-	order, start, token := x.host[:n], x.host[n:n+distinct+1], x.host[n+distinct+1:]
+	x.host = slices.Grow(x.host[:0], n+2*distinct+2)[:n+2*distinct+2]
+	x.host[0] = int32(distinct)
+	order, start, token := x.host[1:n+1], x.host[n+1:n+distinct+2], x.host[n+distinct+2:]
 	// Prefix sums turn counts into each token's first slot; count keeps the next free slot.
 	g, off := 0, int32(0)
 	for t, c := range x.count {

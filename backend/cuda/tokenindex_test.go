@@ -15,7 +15,10 @@ func TestTokenIndex(t *testing.T) {
 		t.Fatal("build refused valid tokens")
 	}
 	n, u := len(tokens), x.distinct
-	order, start, token := x.host[:n], x.host[n:n+u+1], x.host[n+u+1:]
+	if x.host[0] != int32(u) {
+		t.Errorf("the index starts with %d groups, want %d", x.host[0], u)
+	}
+	order, start, token := x.host[1:n+1], x.host[n+1:n+u+2], x.host[n+u+2:]
 	if want := []int32{3, 1, 4, 0, 2, 5, 6}; !slices.Equal(order, want) {
 		t.Errorf("order %v, want %v", order, want)
 	}
@@ -26,18 +29,18 @@ func TestTokenIndex(t *testing.T) {
 		t.Errorf("token %v, want %v", token, want)
 	}
 	// Reuse with a smaller batch, then refuse ids the table cannot hold.
-	if !x.build([]int32{1, 1}) || x.distinct != 1 || !slices.Equal(x.host, []int32{0, 1, 0, 2, 1}) {
+	if !x.build([]int32{1, 1}) || x.distinct != 1 || !slices.Equal(x.host, []int32{1, 0, 1, 0, 2, 1}) {
 		t.Errorf("rebuild: distinct %d host %v", x.distinct, x.host)
 	}
 	if x.build([]int32{3, -1}) || x.build([]int32{maxIndexedToken}) || x.n != 0 {
 		t.Error("out-of-range ids must leave no index")
 	}
-	// Every token distinct: the index is at its largest, 3n+1.
+	// Every token distinct: the index is at its largest, 3n+2.
 	long := make([]int32, 5000)
 	for i := range long {
 		long[i] = int32(len(long) - i)
 	}
-	if !x.build(long) || x.distinct != len(long) || len(x.host) != 3*len(long)+1 || x.host[0] != int32(len(long)-1) {
+	if !x.build(long) || x.distinct != len(long) || len(x.host) != 3*len(long)+2 || x.host[1] != int32(len(long)-1) {
 		t.Errorf("all distinct: distinct %d, %d ints", x.distinct, len(x.host))
 	}
 	if allocs := testing.AllocsPerRun(10, func() { x.build(tokens) }); allocs != 0 {
@@ -90,6 +93,22 @@ func TestEncoderBackwardPaths(t *testing.T) {
 		t.Fatal("an upload through a view left the allocation's token index in place")
 	}
 	check("written through a view", whole)
+
+	// More distinct tokens than the grid has groups (indexGroupsPerGrid): blocks take several.
+	const B2, T2, C2, V2 = 8, 1024, 64, 50000
+	many := r.tokens(B2*T2, V2)
+	if idx := many.g.(*buf).idx; idx == nil || idx.distinct <= indexGroupsPerGrid {
+		t.Fatalf("want more than %d distinct tokens in the index", indexGroupsPerGrid)
+	}
+	dout, dwte := r.rand(B2*T2*C2, 1), r.rand(V2*C2, 1)
+	r.cpu.EncoderBackward(dwte.c, nil, dout.c, many.c, B2, T2, C2)
+	g.EncoderBackward(dwte.g, nil, dout.g, many.g, B2, T2, C2)
+	want, got := make([]float32, V2*C2), make([]float32, V2*C2)
+	r.cpu.Download(want, dwte.c)
+	g.Download(got, dwte.g)
+	if !slices.Equal(want, got) {
+		t.Errorf("%d distinct tokens: dwte differs from the CPU's", many.g.(*buf).idx.distinct)
+	}
 }
 
 // A view of a view still knows its allocation, so writing through it drops the allocation's index

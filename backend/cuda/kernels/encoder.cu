@@ -29,23 +29,29 @@ __device__ __forceinline__ void encoder_backward_wte_t(G* dwte, const X* dout, c
 }
 
 // encoder_backward_wte_index: the same sums in parallel, from the host-built index (tokenIndex in
-// Go): index = order(BT) | start(U+1) | token(U), where order lists the positions grouped by
-// token, each group in increasing position, and group u is order[start[u] : start[u+1]], of token
-// token[u]. Block (u, cb) of a 1-D grid U * ceil(C/blockDim) takes token u's channels
-// [cb*blockDim, (cb+1)*blockDim) and adds the group's rows in position order in fp32, rounding
-// once: for fp32 gradients the serial kernel's order, so the same bits.
+// Go): index = U | order(BT) | start(U+1) | token(U), where U is the number of distinct tokens,
+// order lists the positions grouped by token, each group in increasing position, and group u is
+// order[start[u] : start[u+1]], of token token[u]. The 1-D grid is G * ceil(C/blockDim) blocks
+// for any G (it does not depend on U, so a CUDA graph serves every batch): block (g, cb) takes
+// the groups u = g, g+G, ... and, of each, channels [cb*blockDim, (cb+1)*blockDim), adding the
+// group's rows in position order in fp32 and rounding once: for fp32 gradients the serial
+// kernel's order, so the same bits.
 template <typename X, typename G>
-__device__ __forceinline__ void encoder_backward_wte_index_t(G* dwte, const X* dout, const int* index, int U, int BT, int C) {
+__device__ __forceinline__ void encoder_backward_wte_index_t(G* dwte, const X* dout, const int* index, int BT, int C) {
     int cblocks = (C + blockDim.x - 1) / blockDim.x;
-    int u = blockIdx.x / cblocks, c = (blockIdx.x % cblocks) * blockDim.x + threadIdx.x;
+    int groups = gridDim.x / cblocks;
+    int c = (blockIdx.x % cblocks) * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    const int* order = index;
-    const int* start = index + BT;
+    int U = index[0];
+    const int* order = index + 1;
+    const int* start = order + BT;
     const int* token = start + U + 1;
-    G* dst = dwte + (long)token[u] * C + c;
-    float acc = ld(dst);
-    for (int i = start[u]; i < start[u + 1]; i++) acc += ld(dout + (long)order[i] * C + c);
-    st(dst, acc);
+    for (int u = blockIdx.x / cblocks; u < U; u += groups) {
+        G* dst = dwte + (long)token[u] * C + c;
+        float acc = ld(dst);
+        for (int i = start[u]; i < start[u + 1]; i++) acc += ld(dout + (long)order[i] * C + c);
+        st(dst, acc);
+    }
 }
 
 // encoder_backward_wpe: dwpe(T,C)[t] += sum over b of dout(B,T,C)[b,t]. One thread per (t, c).
@@ -68,8 +74,8 @@ X_VARIANTS(ENCODER_FORWARD)
     extern "C" __global__ void encoder_backward_wte##S(G* dwte, const X* dout, const int* tokens, int BT, int C) {     \
         encoder_backward_wte_t(dwte, dout, tokens, BT, C);                                                            \
     }                                                                                                                 \
-    extern "C" __global__ void encoder_backward_wte_index##S(G* dwte, const X* dout, const int* index, int U, int BT, int C) { \
-        encoder_backward_wte_index_t(dwte, dout, index, U, BT, C);                                                    \
+    extern "C" __global__ void encoder_backward_wte_index##S(G* dwte, const X* dout, const int* index, int BT, int C) { \
+        encoder_backward_wte_index_t(dwte, dout, index, BT, C);                                                       \
     }                                                                                                                 \
     extern "C" __global__ void encoder_backward_wpe##S(G* dwpe, const X* dout, int B, int T, int C) {                 \
         encoder_backward_wpe_t(dwpe, dout, B, T, C);                                                                  \
