@@ -14,6 +14,9 @@ import (
 // AllocHost allocates bytes of page-locked host memory, which the GPU copies to and from
 // asynchronously; it is never freed (the backend keeps a few small buffers for its lifetime).
 func (g *Device) AllocHost(bytes int64) (unsafe.Pointer, error) {
+	if err := g.refuseInCapture("allocating page-locked memory"); err != nil {
+		return nil, err
+	}
 	defer g.bind()()
 	var p unsafe.Pointer
 	err := g.drv.check(fmt.Sprintf("cuMemAllocHost(%d bytes)", bytes), first(purego.SyscallN(g.drv.memAllocHost, uintptr(unsafe.Pointer(&p)), uintptr(bytes))))
@@ -23,6 +26,9 @@ func (g *Device) AllocHost(bytes int64) (unsafe.Pointer, error) {
 // DtoHAsync queues a copy of bytes from device memory at src to page-locked host memory at dst
 // behind the work queued so far, and returns at once.
 func (g *Device) DtoHAsync(dst unsafe.Pointer, src uintptr, bytes int64) error {
+	if err := g.refuseInCapture("a copy to the host"); err != nil {
+		return err
+	}
 	if bytes == 0 {
 		return nil
 	}
@@ -40,18 +46,27 @@ func (g *Device) NewEvent() (uintptr, error) {
 
 // Record marks the work queued so far with e.
 func (g *Device) Record(e uintptr) error {
+	if err := g.refuseInCapture("recording an event"); err != nil {
+		return err
+	}
 	defer g.bind()()
 	return g.drv.check("cuEventRecord", first(purego.SyscallN(g.drv.eventRecord, e, g.stream)))
 }
 
 // WaitEvent blocks until the work e marks is done.
 func (g *Device) WaitEvent(e uintptr) error {
+	if err := g.refuseInCapture("waiting for an event"); err != nil {
+		return err
+	}
 	defer g.bind()()
 	return g.drv.check("cuEventSynchronize", first(purego.SyscallN(g.drv.eventSynchronize, e)))
 }
 
 // EventDone says, without waiting, whether the work e marks is done.
 func (g *Device) EventDone(e uintptr) (bool, error) {
+	if err := g.refuseInCapture("querying an event"); err != nil {
+		return false, err
+	}
 	defer g.bind()()
 	r := first(purego.SyscallN(g.drv.eventQuery, e))
 	if r == 600 { // CUDA_ERROR_NOT_READY

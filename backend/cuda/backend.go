@@ -41,6 +41,8 @@ type Backend struct {
 	opts    Options
 	kernels map[string]*Kernel
 	err     error
+	// captureErr is the first failure while a graph is recorded (graph.go).
+	captureErr error
 
 	naiveAttention bool // tests and benchmarks: the one-row-per-block kernels at every head size
 	noAttentionMM  bool // tests and benchmarks: the two-lane kernels at head size 64
@@ -224,7 +226,16 @@ func ptrOf(b backend.Buf) uintptr {
 }
 
 func (be *Backend) fail(err error) {
-	if err != nil && be.err == nil {
+	if err == nil {
+		return
+	}
+	if be.g != nil && be.g.capturing { // the recording fails, not the backend (graph.go)
+		if be.captureErr == nil {
+			be.captureErr = err
+		}
+		return
+	}
+	if be.err == nil {
 		be.err = err
 	}
 }

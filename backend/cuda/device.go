@@ -19,6 +19,10 @@ type Device struct {
 	Info   DeviceInfo
 	ctx    uintptr
 	stream uintptr
+	// capturing is set while the stream records a graph (graph.go): the calls a graph cannot
+	// replay (allocating, host copies, syncs, events) then fail with errCapture instead of
+	// reaching the driver.
+	capturing bool
 }
 
 // OpenDevice opens GPU ordinal with the driver's primary context and a new stream.
@@ -66,14 +70,28 @@ func (g *Device) bind() (unbind func()) {
 
 // MemInfo returns the free and total device memory in bytes.
 func (g *Device) MemInfo() (free, total int64, err error) {
+	if err := g.refuseInCapture("reading free memory"); err != nil {
+		return 0, 0, err
+	}
 	defer g.bind()()
 	var f, t uintptr
 	err = g.drv.check("cuMemGetInfo", first(purego.SyscallN(g.drv.memGetInfo, uintptr(unsafe.Pointer(&f)), uintptr(unsafe.Pointer(&t)))))
 	return int64(f), int64(t), err
 }
 
+// refuseInCapture returns an error naming what while a graph is recorded.
+func (g *Device) refuseInCapture(what string) error {
+	if g.capturing {
+		return fmt.Errorf("%s while recording a CUDA graph", what)
+	}
+	return nil
+}
+
 // Alloc allocates bytes of device memory.
 func (g *Device) Alloc(bytes int64) (uintptr, error) {
+	if err := g.refuseInCapture("allocating GPU memory"); err != nil {
+		return 0, err
+	}
 	defer g.bind()()
 	var p uintptr
 	err := g.drv.check(fmt.Sprintf("cuMemAlloc(%d bytes)", bytes), first(purego.SyscallN(g.drv.memAlloc, uintptr(unsafe.Pointer(&p)), uintptr(bytes))))
@@ -82,6 +100,9 @@ func (g *Device) Alloc(bytes int64) (uintptr, error) {
 
 // Free releases memory from Alloc.
 func (g *Device) Free(p uintptr) error {
+	if err := g.refuseInCapture("freeing GPU memory"); err != nil {
+		return err
+	}
 	defer g.bind()()
 	return g.drv.check("cuMemFree", first(purego.SyscallN(g.drv.memFree, p)))
 }
@@ -89,6 +110,9 @@ func (g *Device) Free(p uintptr) error {
 // HtoD copies bytes from host memory at src to device memory at dst, in stream order; it returns
 // when src may be reused.
 func (g *Device) HtoD(dst uintptr, src unsafe.Pointer, bytes int64) error {
+	if err := g.refuseInCapture("a copy from the host"); err != nil {
+		return err
+	}
 	if bytes == 0 {
 		return nil
 	}
@@ -99,6 +123,9 @@ func (g *Device) HtoD(dst uintptr, src unsafe.Pointer, bytes int64) error {
 // DtoH copies bytes from device memory at src to host memory at dst after all queued work, and
 // waits for the copy.
 func (g *Device) DtoH(dst unsafe.Pointer, src uintptr, bytes int64) error {
+	if err := g.refuseInCapture("a copy to the host"); err != nil {
+		return err
+	}
 	if bytes == 0 {
 		return nil
 	}
@@ -138,6 +165,9 @@ func (g *Device) Memset16(p uintptr, value uint16, n int64) error {
 
 // Sync waits for all work queued on the device's stream.
 func (g *Device) Sync() error {
+	if err := g.refuseInCapture("waiting for the GPU"); err != nil {
+		return err
+	}
 	defer g.bind()()
 	return g.drv.check("cuStreamSynchronize", first(purego.SyscallN(g.drv.streamSynchronize, g.stream)))
 }

@@ -20,6 +20,11 @@ type Driver struct {
 	memcpyHtoD, memcpyDtoH, memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync, memsetD32Async, memsetD16Async,
 	moduleLoadData, moduleGetFunction, funcSetAttribute, launchKernel, streamCreate, streamSynchronize,
 	eventCreate, eventRecord, eventSynchronize, eventQuery, eventElapsedTime, memAllocHost, getErrorName, getErrorString uintptr
+
+	handle    uintptr   // libcuda's, from dlopen
+	graphOnce sync.Once // graph.go: the graph calls, loaded on first use
+	graphSyms *graphSymbols
+	graphErr  error
 }
 
 var (
@@ -39,7 +44,7 @@ func loadDriver() (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{Path: path}
+	d := &Driver{Path: path, handle: h}
 	err = symbols(libCUDA, h, map[string]*uintptr{
 		"cuInit":                   &d.init,
 		"cuDriverGetVersion":       &d.driverGetVersion,

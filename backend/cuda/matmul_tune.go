@@ -233,6 +233,9 @@ func (g *Device) newEventPair() (eventPair, error) {
 
 // time returns the milliseconds that run's queued work takes on the stream, waiting for it.
 func (g *Device) time(e eventPair, run func() error) (float64, error) {
+	if err := g.refuseInCapture("timing a matmul algorithm (tuning)"); err != nil {
+		return 0, err
+	}
 	defer g.bind()()
 	if err := g.drv.check("cuEventRecord", first(purego.SyscallN(g.drv.eventRecord, e.start, g.stream))); err != nil {
 		return 0, err
