@@ -26,7 +26,9 @@ type Model struct {
 	targets    backend.Buf // int32 (B,T)
 	actBufs    actBuffers
 	views      map[[2]int]*acts // activation views per (B,T) shape, built once each
-	cur        *acts            // views of the last Forward
+	cur        *acts            // views of the last Forward (SetBatch)
+	curTargets bool             // whether its batch had targets
+	batch      *acts            // views of the last SetBatch (kept after Backward, for QueueLosses)
 	// fusedScale is the lossScale of the last forward when it was ForwardTrain, whose logits
 	// already hold dlogits for it; NaN after a plain Forward.
 	fusedScale float32
@@ -298,17 +300,75 @@ func MeanLoss(losses []float32) float32 {
 // forward is Forward, and with a lossScale that is not NaN ForwardTrain; with losses not nil it
 // queues the per-position losses' copy into them and returns 0.
 func (m *Model) forward(inputs, targets []int32, B, T int, lossScale float32, losses []float32) (float32, error) {
-	m.fusedScale = float32(math.NaN())
-	if err := m.checkBatch(inputs, targets, B, T); err != nil {
+	if err := m.SetBatch(inputs, targets, B, T); err != nil {
 		return 0, err
+	}
+	if err := m.forwardBatch(lossScale); err != nil || targets == nil {
+		return 0, err
+	}
+	a := m.cur
+	if losses != nil {
+		m.QueueLosses(losses)
+		return 0, nil
+	}
+	BT := a.B * a.T
+	m.be.Download(m.lossHost[:BT], a.losses)
+	return MeanLoss(m.lossHost[:BT]), nil
+}
+
+// SetBatch checks inputs (B,T) and targets (B,T, or nil) and copies them to the backend: the
+// host's half of a forward pass. ForwardTrainBatch then queues the backend's half, which is
+// ops on backend memory only (a recorded graph, backend.Grapher, can replay it for every batch).
+func (m *Model) SetBatch(inputs, targets []int32, B, T int) error {
+	m.cur = nil
+	if err := m.checkBatch(inputs, targets, B, T); err != nil {
+		return err
+	}
+	a := m.actsFor(B, T)
+	m.be.UploadInt32(a.inputs, inputs)
+	if targets != nil {
+		m.be.UploadInt32(a.targets, targets)
+	}
+	m.cur, m.batch, m.curTargets = a, a, targets != nil
+	return nil
+}
+
+// ForwardTrainBatch is ForwardTrain on the batch of the last SetBatch, which had targets,
+// without reading the loss: QueueLosses queues its copy to the host.
+func (m *Model) ForwardTrainBatch(lossScale float32) error {
+	if m.cur == nil || !m.curTargets {
+		return fmt.Errorf("ForwardTrainBatch needs a batch with targets (SetBatch)")
+	}
+	if math.IsNaN(float64(lossScale)) {
+		return fmt.Errorf("ForwardTrainBatch: the loss scale is NaN")
+	}
+	return m.forwardBatch(lossScale)
+}
+
+// QueueLosses copies the last forward's B*T per-position losses into losses, memory from
+// backend.HostBuffer, through backend.DownloadLater (on a GPU, a copy queued behind the work so
+// far); MeanLoss(losses) is then the mean loss.
+func (m *Model) QueueLosses(losses []float32) {
+	a := m.batch
+	if a == nil || len(losses) != a.B*a.T {
+		panic(fmt.Sprintf("gpt.QueueLosses: %d losses for a batch of %v", len(losses), a))
+	}
+	backend.DownloadLater(m.be, losses, a.losses)
+}
+
+// forwardBatch runs the forward pass on the batch of the last SetBatch, with the loss when it
+// had targets: ForwardTrain's fused loss gradient unless lossScale is NaN.
+func (m *Model) forwardBatch(lossScale float32) error {
+	m.fusedScale = float32(math.NaN())
+	a := m.cur
+	if a == nil {
+		return fmt.Errorf("forward without a batch (SetBatch)")
 	}
 	c, be := m.Config, m.be
 	defer backend.Scope(be, "forward")()
 	C, NH, V, Vp := c.Channels, c.NumHeads, c.VocabSize, c.PaddedVocabSize
-	a := m.actsFor(B, T)
-	m.cur = a
+	B, T := a.B, a.T
 	BT := B * T
-	be.UploadInt32(a.inputs, inputs)
 
 	var wpe backend.Buf
 	if !c.NoPositionalEmbs {
@@ -339,22 +399,16 @@ func (m *Model) forward(inputs, targets []int32, B, T int, lossScale float32, lo
 		endLayer()
 	}
 	m.matmulForward(a.logits, a.lnf, p.wte, nil, BT, C, Vp) // LM head tied to wte
-	if targets == nil {
-		return 0, nil
+	if !m.curTargets {
+		return nil
 	}
-	be.UploadInt32(a.targets, targets)
 	if math.IsNaN(float64(lossScale)) {
 		be.CrossEntropyForward(a.losses, a.logitsLse, a.logits, a.targets, BT, V, Vp)
 	} else {
 		be.CrossEntropyFused(a.losses, a.logitsLse, a.logits, a.targets, lossScale/float32(BT), BT, V, Vp)
 		m.fusedScale = lossScale
 	}
-	if losses != nil {
-		backend.DownloadLater(be, losses, a.losses)
-		return 0, nil
-	}
-	be.Download(m.lossHost[:BT], a.losses)
-	return MeanLoss(m.lossHost[:BT]), nil
+	return nil
 }
 
 func (m *Model) checkBatch(inputs, targets []int32, B, T int) error {

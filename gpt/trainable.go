@@ -182,10 +182,16 @@ func (t *Trainable) Update(opt AdamWConfig, lr float64, step int, gradScale floa
 // UpdateWithStats and the caller to read.
 func (t *Trainable) GradStats(clip, lossScale float64) backend.Buf {
 	defer backend.Scope(t.be, "grad_norm")()
+	stats := t.StatsBuffer()
+	t.be.GradStats(stats, t.Grads, t.Grads.Len(), NormBlock, clip, lossScale)
+	return stats
+}
+
+// StatsBuffer is GradStats' buffer (allocated on the first call).
+func (t *Trainable) StatsBuffer() backend.Buf {
 	if t.stats == nil {
 		t.stats = t.be.Alloc(backend.StepStatsLen)
 	}
-	t.be.GradStats(t.stats, t.Grads, t.Grads.Len(), NormBlock, clip, lossScale)
 	return t.stats
 }
 
