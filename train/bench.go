@@ -64,6 +64,9 @@ type BenchResult struct {
 	// memory plan fits the device (0: unknown); set by the caller.
 	Hints        []string `json:"hints,omitempty"`
 	LargestBatch int      `json:"largest_batch,omitempty"`
+	// Graphs says whether the steps ran as recorded graphs (backend.Grapher), or why not; empty
+	// on a backend that records none.
+	Graphs string `json:"graphs,omitempty"`
 }
 
 // Bench times steps training steps after warmup untimed ones, in fp32.
@@ -72,8 +75,18 @@ func Bench(be backend.Backend, cfg gpt.Config, B, T, warmup, steps int) (*BenchR
 }
 
 // BenchWithPrecision is Bench with the storage plan prec. An fp16 plan runs without loss scaling:
-// the timing is the same.
+// the timing is the same. A backend that records graphs does (graphs.go) unless GraphsOff().
 func BenchWithPrecision(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, warmup, steps int) (*BenchResult, error) {
+	return BenchGraphs(be, cfg, prec, B, T, warmup, steps, GraphsOff())
+}
+
+// GraphsOff says whether GPT2GO_CUDA_GRAPHS=0 asks training and `gpt2go bench` to run every op
+// directly (what --cuda-graphs=false does for one command): for the ladder's rungs before
+// "graphs", and as a way around a suspected fault.
+func GraphsOff() bool { return os.Getenv("GPT2GO_CUDA_GRAPHS") == "0" }
+
+// BenchGraphs is BenchWithPrecision with graphs off when noGraphs.
+func BenchGraphs(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, warmup, steps int, noGraphs bool) (*BenchResult, error) {
 	if steps < 1 || warmup < 0 {
 		return nil, fmt.Errorf("bench needs --steps >= 1 and --warmup-steps >= 0")
 	}
@@ -93,6 +106,19 @@ func BenchWithPrecision(be backend.Backend, cfg gpt.Config, prec gpt.Precision, 
 	// i+1 is queued before step i is waited for on an asynchronous backend, unless SyncSteps();
 	// a step's time is the time between two steps' ends, the first timed one's from the end of
 	// the warm-up.
+	var graphs *stepGraphs // the step's two parts recorded as graphs, as the trainer does
+	graphsNote := ""
+	if g := backend.GrapherOf(be); g != nil {
+		switch {
+		case noGraphs:
+			graphsNote = "off (--cuda-graphs=false or GPT2GO_CUDA_GRAPHS=0)"
+		case prec.StochasticRounding:
+			graphsNote = "off: stochastic rounding's seed changes from step to step"
+		default:
+			graphs = newStepGraphs(g, func(format string, args ...any) { graphsNote = fmt.Sprintf(format, args...) })
+			defer graphs.close()
+		}
+	}
 	losses := [2][]float32{backend.HostBuffer(be, B*T), backend.HostBuffer(be, B*T)}
 	stats := [2][]float32{backend.HostBuffer(be, backend.StepStatsLen), backend.HostBuffer(be, backend.StepStatsLen)}
 	sync := SyncSteps() || backend.AsyncOf(be) == nil // a synchronous backend has each step done when queued
@@ -122,16 +148,29 @@ func BenchWithPrecision(be backend.Backend, cfg gpt.Config, prec gpt.Precision, 
 			lastEnd = time.Now()
 			timedFrom = lastEnd
 		}
-		model.ZeroGrad()
-		if err := model.QueueForwardTrain(inputs, targets, B, T, 1, losses[i%2]); err != nil {
+		if err := model.SetBatch(inputs, targets, B, T); err != nil {
 			return nil, err
 		}
-		if err := model.Backward(1); err != nil {
+		if err := graphs.run("micro-batch", func() error {
+			model.ZeroGrad()
+			if err := model.ForwardTrainBatch(1); err != nil {
+				return err
+			}
+			return model.Backward(1)
+		}); err != nil {
 			return nil, err
 		}
-		st := model.GradStats(1, 1)
-		model.UpdateWithStats(opt, 1e-4, i+1, st)
-		model.ParamsUpdatedAt(i + 1)
+		model.QueueLosses(losses[i%2])
+		model.SetUpdateStep(opt, 1e-4, i+1)
+		st := model.StatsBuffer()
+		if err := graphs.run("update", func() error {
+			model.GradStats(1, 1)
+			model.QueueUpdate(opt, st)
+			model.ParamsUpdatedAt(1) // no stochastic rounding with graphs: the step does not matter
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 		backend.DownloadLater(be, stats[i%2], st)
 		f := backend.FenceOf(be)
 		if sync {
@@ -167,6 +206,10 @@ func BenchWithPrecision(be backend.Backend, cfg gpt.Config, prec gpt.Precision, 
 		PeakHeapMB: float64(ms.HeapSys) / (1 << 20),
 		PeakRSSMB:  float64(PeakRSS()) / (1 << 20),
 	}
+	if graphs != nil && !graphs.off {
+		graphsNote = fmt.Sprintf("on: %d graphs recorded and replayed", graphs.recorded())
+	}
+	res.Graphs = graphsNote
 	// Measured after the steps so that the timed steps start from the same state with or without a
 	// Peaker; the backend caches the figure, so a second Bench does not pay for it again.
 	if p, ok := be.(backend.Peaker); ok {

@@ -91,7 +91,10 @@ func (t *Trainer) queueStep(step int) (*stepRun, error) {
 	W, rank, A, k := t.comm.Size(), t.comm.Rank(), cfg.GradAccum, t.task.figures()
 	r := &stepRun{step: step, lr: cfg.LRAt(step - 1), usedScale: float64(t.lossScale()), start: time.Now(), slot: step % 2 * A}
 	t.commTime, t.commWait, t.gradsReduced = 0, 0, false
-	m.ZeroGrad()
+	gt, split := t.task.(graphTask)
+	if !split {
+		m.ZeroGrad()
+	}
 	// The step's W*A micro-batches: this rank's are r*A .. r*A+A-1 (dist.go).
 	for micro := range W * A {
 		if micro/A != rank {
@@ -101,12 +104,33 @@ func (t *Trainer) queueStep(step int) (*stepRun, error) {
 			continue
 		}
 		scale := t.lossScale() / float32(W*A)
-		if err := t.task.forward(t.train, step-1, micro, scale, r.slot+micro%A); err != nil {
+		first, last, slot := micro%A == 0, micro%A == A-1, r.slot+micro%A
+		if !split {
+			if err := t.task.forward(t.train, step-1, micro, scale, slot); err != nil {
+				return nil, err
+			}
+			if err := t.backward(scale, first, last); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		// The host reads and uploads the micro-batch; the backend's work on it may be a graph.
+		if err := gt.load(t.train, slot); err != nil {
 			return nil, err
 		}
-		if err := t.backward(scale, micro%A == 0, micro%A == A-1); err != nil {
+		key := fmt.Sprintf("micro-batch (first %v, last %v, loss scale %g)", first, last, scale)
+		if err := t.graphs.run(key, func() error {
+			if first {
+				m.ZeroGrad()
+			}
+			if err := gt.forwardBatch(scale); err != nil {
+				return err
+			}
+			return t.backward(scale, first, last)
+		}); err != nil {
 			return nil, err
 		}
+		gt.collect(slot)
 	}
 	r.loader = t.train.State()
 	if !t.deviceUpdate() {
@@ -122,13 +146,23 @@ func (t *Trainer) queueStep(step int) (*stepRun, error) {
 		r.squares, err = t.reduceGrads()
 		return r, err
 	}
-	stats := m.GradStats(cfg.GradClip, r.usedScale)
 	updateStep := step - t.state.SkippedSteps
-	m.UpdateWithStats(t.adamW(), r.lr, updateStep, stats)
-	if t.state.LossScale == nil {
-		// Without fp16 a skipped (non-finite) step stops the run, so the compute copy may follow
-		// at once; with fp16, finishStep rewrites it once it knows the update was applied.
-		m.ParamsUpdatedAt(updateStep)
+	m.SetUpdateStep(t.adamW(), r.lr, updateStep)
+	stats := m.StatsBuffer()
+	if err := t.graphs.run("update", func() error {
+		if m.GradStats(cfg.GradClip, r.usedScale) != stats {
+			return fmt.Errorf("GradStats wrote into another buffer")
+		}
+		m.QueueUpdate(t.adamW(), stats)
+		if t.state.LossScale == nil {
+			// Without fp16 a skipped (non-finite) step stops the run, so the compute copy may
+			// follow at once; with fp16, finishStep rewrites it once it knows the update was
+			// applied. (Graphs are off with stochastic rounding, whose seed is updateStep's.)
+			m.ParamsUpdatedAt(updateStep)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	if t.statsHost[step%2] == nil {
 		t.statsHost[step%2] = backend.HostBuffer(t.be, backend.StepStatsLen)

@@ -2,6 +2,7 @@ package train
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"math"
 	"os"
@@ -10,7 +11,9 @@ import (
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/backend/cpu"
 	"github.com/gpt2go/gpt2go/checkpoint"
+	"github.com/gpt2go/gpt2go/internal/graphrec"
 )
 
 // logEntries reads a run's log.jsonl as step -> the fields that must repeat bit for bit
@@ -46,32 +49,63 @@ func logEntries(t *testing.T, dir string) map[int]map[string]any {
 // TestPipelinedStepsMatch runs the same training with each step finished before the next is
 // queued and with the next queued first (step.go's pipelining, forced on the CPU), with
 // gradient accumulation and clipping, validation and checkpoints between pipelined steps, then
-// stops and resumes the pipelined run: every logged number and the final weights must be the
-// same bits.
+// stops and resumes the pipelined run; and the pipelined runs again with each part of a step
+// recorded as a graph and replayed (graphs.go, on graphrec's recording of the CPU backend, which
+// keeps arguments as a CUDA graph does): every logged number and the final weights must be the
+// same bits, under a learning rate that changes at every step.
 func TestPipelinedStepsMatch(t *testing.T) { testPipelinedStepsMatch(t, nil) }
 
-// testPipelinedStepsMatch is TestPipelinedStepsMatch on be (nil: the CPU).
+// testPipelinedStepsMatch is TestPipelinedStepsMatch on be (nil: the CPU). A backend that records
+// graphs itself uses them in the pipelined runs; the sync run never does.
 func testPipelinedStepsMatch(t *testing.T, be backend.Backend) {
 	cfg := smallConfig(writeDataset(t, 50))
 	cfg.GradAccum, cfg.GradClip = 2, 0.5 // clipping active: the norms here are above 0.5
 	cfg.EvalEvery, cfg.CkptEvery = 5, 4
 	dirs := map[string]string{}
-	for _, name := range []string{"sync", "pipelined", "resumed"} {
+	names := []string{"sync", "pipelined", "resumed"}
+	if be == nil {
+		names = append(names, "graphs", "graphs resumed")
+	}
+	for _, name := range names {
 		dirs[name] = filepath.Join(t.TempDir(), name)
-		opts := Options{Config: cfg, RunDir: dirs[name], Backend: be, pipeline: pipelineOn}
+		var out bytes.Buffer
+		opts := Options{Config: cfg, RunDir: dirs[name], Backend: be, pipeline: pipelineOn, Out: &out}
 		if name == "sync" {
-			opts.pipeline = pipelineOff
+			opts.pipeline, opts.NoGraphs = pipelineOff, true
 		}
-		if name == "resumed" {
+		var rec *graphrec.Backend
+		if strings.HasPrefix(name, "graphs") {
+			rec = graphrec.Wrap(cpu.New(2))
+			opts.Backend = rec
+		}
+		resumed := strings.HasSuffix(name, "resumed")
+		if resumed {
 			opts.StopAt = 7
 		}
 		if _, err := runTrain(t, opts); err != nil {
 			t.Fatal(err)
 		}
-		if name == "resumed" {
+		if resumed {
 			opts.StopAt, opts.Resume = 0, true
 			if _, err := runTrain(t, opts); err != nil {
 				t.Fatal(err)
+			}
+		}
+		if backend.GrapherOf(opts.Backend) != nil && name != "sync" {
+			if !strings.Contains(out.String(), "cuda graphs: on") || strings.Contains(out.String(), "cuda graphs: off") {
+				t.Errorf("%s: the run did not keep graphs on:\n%s", name, out.String())
+			}
+		}
+		// Three graphs (the first and the last micro-batch, the update), each run directly at
+		// its first use, recorded at its second and launched from then on; a resumed run
+		// does that once per session.
+		if rec != nil {
+			captures, launches := 3, 3*(cfg.Steps-1)
+			if resumed {
+				captures, launches = 6, 3*(cfg.Steps-2)
+			}
+			if rec.Captures != captures || rec.Launches != launches {
+				t.Errorf("%s: %d graphs recorded and %d launched, want %d and %d", name, rec.Captures, rec.Launches, captures, launches)
 			}
 		}
 	}
@@ -84,10 +118,10 @@ func testPipelinedStepsMatch(t *testing.T, be backend.Backend) {
 		if n, ok := w["grad_norm"].(float64); ok && n > cfg.GradClip {
 			clipped++
 		}
-		for _, name := range []string{"pipelined", "resumed"} {
+		for _, name := range names[1:] {
 			got := logEntries(t, dirs[name])[step]
 			for k, v := range w {
-				if k == "val_loss" && name == "resumed" && got[k] == nil {
+				if k == "val_loss" && strings.HasSuffix(name, "resumed") && got[k] == nil {
 					continue
 				}
 				if got[k] != v {
@@ -111,7 +145,7 @@ func testPipelinedStepsMatch(t *testing.T, be backend.Backend) {
 		return ck.Params
 	}
 	w := final(dirs["sync"])
-	for _, name := range []string{"pipelined", "resumed"} {
+	for _, name := range names[1:] {
 		for i, x := range final(dirs[name]) {
 			if math.Float32bits(x) != math.Float32bits(w[i]) {
 				t.Fatalf("%s: final parameter %d = %v, sync run %v", name, i, x, w[i])

@@ -42,6 +42,17 @@ type task interface {
 	flopsPerToken(T int) float64
 }
 
+// graphTask is a task whose forward splits into the host's half and the backend's, so that
+// the backend's can be a recorded graph (graphs.go): load reads the next micro-batch and
+// uploads it, forwardBatch queues the forward pass on it (backend ops only), collect queues the
+// copy of its figures into slot. The trainer calls them in that order, with backward after
+// forwardBatch; forward is the three in one.
+type graphTask interface {
+	load(l *data.Loader, slot int) error
+	forwardBatch(lossScale float32) error
+	collect(slot int)
+}
+
 // newTask builds the model of cfg (with the layout par) and its task.
 func (t *Trainer) newTask(par gpt.Parallel) (task, error) {
 	cfg := t.cfg
@@ -84,16 +95,31 @@ func (g *gptTask) flopsPerToken(T int) float64 {
 }
 
 // forward runs the classifier's backward with the forward (gpt.Model.ForwardTrain), and leaves
-// the per-position losses' copy to the host queued (gpt.Model.QueueForwardTrain).
+// the per-position losses' copy to the host queued (gpt.Model.QueueLosses).
 func (g *gptTask) forward(l *data.Loader, _, _ int, lossScale float32, slot int) error {
+	if err := g.load(l, slot); err != nil {
+		return err
+	}
+	if err := g.forwardBatch(lossScale); err != nil {
+		return err
+	}
+	g.collect(slot)
+	return nil
+}
+
+func (g *gptTask) load(l *data.Loader, slot int) error {
 	if err := l.Next(g.inputs, g.targets); err != nil {
 		return err
 	}
 	for len(g.losses) <= slot {
 		g.losses = append(g.losses, backend.HostBuffer(g.m.Backend(), g.B*g.T))
 	}
-	return g.m.QueueForwardTrain(g.inputs, g.targets, g.B, g.T, lossScale, g.losses[slot])
+	return g.m.SetBatch(g.inputs, g.targets, g.B, g.T)
 }
+
+func (g *gptTask) forwardBatch(lossScale float32) error { return g.m.ForwardTrainBatch(lossScale) }
+
+func (g *gptTask) collect(slot int) { g.m.QueueLosses(g.losses[slot]) }
 
 func (g *gptTask) results(slot int, dst []float32) { dst[0] = gpt.MeanLoss(g.losses[slot]) }
 

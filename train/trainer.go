@@ -59,6 +59,9 @@ type Options struct {
 	// pipeline overrides when a step is queued before the previous one is finished (step.go):
 	// for tests, on the CPU too, or never.
 	pipeline pipelineMode
+	// NoGraphs runs every step's ops directly on a backend that could record them as graphs
+	// (graphs.go; --cuda-graphs=false).
+	NoGraphs bool
 
 	// OverlapGrads makes DDP all-reduce each layer's gradient as soon as backward has produced
 	// it, on a goroutine of its own, while backward goes on (host-memory communicators: MPI);
@@ -128,6 +131,7 @@ type Trainer struct {
 	lastEnd    time.Time    // when the last step finished
 	totalMs    float64      // the timed steps' milliseconds (all but a run's first step)
 	timedSteps int
+	graphs     *stepGraphs // nil: the steps' ops run directly (graphs.go)
 }
 
 // Run trains from scratch or resumes, until Config.Steps updates are done or ctx is cancelled
@@ -433,6 +437,12 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 	t.bar = progress.NewQuiet(t.out, int64(cfg.Steps), "train", "steps")
 	t.bar.StartAt(int64(t.state.Step))
 	defer t.bar.Finish()
+	var graphsLine string
+	t.graphs, graphsLine = t.graphsFor()
+	defer t.graphs.close()
+	if graphsLine != "" {
+		fmt.Fprintf(t.out, "cuda graphs: %s\n", graphsLine)
+	}
 	var pending *stepRun // a pipelined step, queued and not finished (step.go)
 	for {
 		next := t.state.Step + 1

@@ -24,7 +24,8 @@ type deviceFlags struct {
 	int8      bool // --int8: sample and eval only (inference); other commands refuse it
 	inference bool // the command runs the model forward only, so --int8 applies
 	stderr    io.Writer
-	localRank int // data parallel: this rank's index on its node, the GPU that auto and cuda pick
+	localRank int  // data parallel: this rank's index on its node, the GPU that auto and cuda pick
+	graphs    bool // --cuda-graphs (train and bench: registerGraphs)
 }
 
 func (d *deviceFlags) register(fs *flag.FlagSet) {
@@ -34,6 +35,11 @@ func (d *deviceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.precision, "precision", "", "fp32, tf32, bf16 or fp16: bf16/fp16 keep fp32 master weights and compute in 16 bits (emulated exactly on the CPU); default: bf16 on a GPU that has it (sm_80+), fp16 on older GPUs (fp32 with --tf32=false), fp32 on the CPU")
 	fs.BoolVar(&d.verbose, "verbose", false, "report device details such as the memory plan (bytes per category)")
 	fs.BoolVar(&d.int8, "int8", false, "inference (sample, eval) with int8 matmul weights, one scale per output channel, and inputs quantized per row: a quarter of the weight bytes (CPU only)")
+}
+
+// registerGraphs adds --cuda-graphs, for the commands that run training steps.
+func (d *deviceFlags) registerGraphs(fs *flag.FlagSet) {
+	fs.BoolVar(&d.graphs, "cuda-graphs", true, "on a GPU, record each part of a training step once as a CUDA graph and replay it (one launch instead of hundreds; the same bits); false runs every kernel directly, as does GPT2GO_CUDA_GRAPHS=0")
 }
 
 // open returns the backend the flags ask for and says which one it picked.

@@ -32,6 +32,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&python, "python", "python3", "the Python with PyTorch for --ladder's peer rungs; none to skip them")
 	fs.StringVar(&torchScript, "torch-script", "bench/torch_gpu.py", "--ladder's PyTorch script")
 	dev.register(fs)
+	dev.registerGraphs(fs)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -78,7 +79,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			budget = b
 		}
 	}
-	res, err := train.BenchWithPrecision(be, cfg, dev.modelPrecision(), B, T, warmup, steps)
+	res, err := train.BenchGraphs(be, cfg, dev.modelPrecision(), B, T, warmup, steps, !dev.graphs || train.GraphsOff())
 	if err != nil {
 		return err
 	}
@@ -106,6 +107,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, " = %.0f%% of the measured sgemm peak %.1f GFLOP/s", res.PctOfPeak, res.PeakGFlops)
 	}
 	fmt.Fprintf(stdout, " | peak RSS %.0f MB, Go heap %.0f MB\n", res.PeakRSSMB, res.PeakHeapMB)
+	if res.Graphs != "" {
+		fmt.Fprintf(stdout, "cuda graphs: %s\n", res.Graphs)
+	}
 	for _, h := range res.Hints {
 		fmt.Fprintf(stdout, "hint: %s\n", h)
 	}

@@ -35,8 +35,9 @@ type ladderRung struct {
 // gpt2goRungs are gpt2go's rungs on device ("cpu" or "cuda"). Each adds one thing to the one
 // before: TF32 matmuls (attention still on fp32 FMAs), attention on tensor cores too, bf16
 // activations and 16-bit parameter copies (fp32 master weights), cuBLASLt algorithms picked by
-// timing instead of its heuristic's first, the MLP's GELU in the matmul epilogues, then step s+1
-// queued before step s is read back (no sync with the host inside a step; train/step.go). The CPU
+// timing instead of its heuristic's first, the MLP's GELU in the matmul epilogues, step s+1
+// queued before step s is read back (no sync with the host inside a step; train/step.go), then
+// each part of a step replayed as a CUDA graph (train/graphs.go). The CPU
 // has no TF32, tensor cores or cuBLASLt, so its ladder is short.
 func gpt2goRungs(device string) []ladderRung {
 	if device == "cpu" {
@@ -45,15 +46,17 @@ func gpt2goRungs(device string) []ladderRung {
 			{Peer: "gpt2go", Name: "bf16 (emulated)", Args: []string{"--precision", "bf16"}},
 		}
 	}
-	plain := []string{"GPT2GO_MATMUL_TUNE=0", "GPT2GO_GELU_FUSION=0", "GPT2GO_SYNC_STEPS=1"} // the rungs before tuning, fusion and pipelining
+	// The rungs before tuning, fusion, pipelining and graphs.
+	plain := []string{"GPT2GO_MATMUL_TUNE=0", "GPT2GO_GELU_FUSION=0", "GPT2GO_SYNC_STEPS=1", "GPT2GO_CUDA_GRAPHS=0"}
 	return []ladderRung{
 		{Peer: "gpt2go", Name: "fp32", Args: []string{"--precision", "fp32"}, Env: plain},
 		{Peer: "gpt2go", Name: "tf32 matmuls", Args: []string{"--precision", "tf32"}, Env: append([]string{"GPT2GO_ATTENTION=fma"}, plain...)},
 		{Peer: "gpt2go", Name: "+ tensor-core attention", Args: []string{"--precision", "tf32"}, Env: plain},
 		{Peer: "gpt2go", Name: "bf16 storage", Args: []string{"--precision", "bf16"}, Env: plain},
-		{Peer: "gpt2go", Name: "+ tuned matmuls", Args: []string{"--precision", "bf16"}, Env: []string{"GPT2GO_GELU_FUSION=0", "GPT2GO_SYNC_STEPS=1"}},
-		{Peer: "gpt2go", Name: "+ GELU epilogues", Args: []string{"--precision", "bf16"}, Env: []string{"GPT2GO_SYNC_STEPS=1"}},
-		{Peer: "gpt2go", Name: "+ no syncs", Args: []string{"--precision", "bf16"}},
+		{Peer: "gpt2go", Name: "+ tuned matmuls", Args: []string{"--precision", "bf16"}, Env: plain[1:]},
+		{Peer: "gpt2go", Name: "+ GELU epilogues", Args: []string{"--precision", "bf16"}, Env: plain[2:]},
+		{Peer: "gpt2go", Name: "+ no syncs", Args: []string{"--precision", "bf16"}, Env: plain[3:]},
+		{Peer: "gpt2go", Name: "+ cuda graphs", Args: []string{"--precision", "bf16"}},
 	}
 }
 
@@ -324,7 +327,7 @@ func printLadder(w io.Writer, o ladderOptions, device, peakWhat string, results 
 // ladderBenchArgs turns the bench flags the user set into the children's flags, leaving out the
 // ladder's own and those each rung sets.
 func ladderBenchArgs(fs *flag.FlagSet) []string {
-	skip := map[string]bool{"ladder": true, "json": true, "python": true, "torch-script": true, "precision": true, "tf32": true, "cpuprofile": true}
+	skip := map[string]bool{"ladder": true, "json": true, "python": true, "torch-script": true, "precision": true, "tf32": true, "cpuprofile": true, "cuda-graphs": true}
 	var args []string
 	fs.Visit(func(f *flag.Flag) {
 		if !skip[f.Name] {

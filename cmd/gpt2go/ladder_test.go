@@ -46,7 +46,7 @@ func TestBenchLadderTable(t *testing.T) {
 	cfg := gpt.Config{NumLayers: 12, NumHeads: 12, Channels: 768, BlockSize: 1024, VocabSize: 50257, PaddedVocabSize: 50304}
 	o := ladderOptions{cfg: cfg, B: 16, T: 1024, steps: 10, python: "python3"}
 	const dev = "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 79 GiB, fp32 matmuls)"
-	ms := map[string]float64{"fp32": 300, "tf32 matmuls": 110, "+ tensor-core attention": 80, "bf16 storage": 40, "+ tuned matmuls": 36, "+ GELU epilogues": 34, "+ no syncs": 33,
+	ms := map[string]float64{"fp32": 300, "tf32 matmuls": 110, "+ tensor-core attention": 80, "bf16 storage": 40, "+ tuned matmuls": 36, "+ GELU epilogues": 34, "+ no syncs": 33, "+ cuda graphs": 31,
 		"fp32 eager": 320, "tf32 matmuls/torch": 120, "bf16 autocast": 90, "+ torch.compile": 60, "+ flash SDPA": 45, "+ vocab 50304": 44, "+ fused AdamW": 42}
 	var ran []ladderRung
 	fake := func(fail string) ladderRunner {
@@ -72,7 +72,7 @@ func TestBenchLadderTable(t *testing.T) {
 		names = append(names, r.Peer+" "+r.Name)
 	}
 	want := []string{"gpt2go fp32", "gpt2go tf32 matmuls", "gpt2go + tensor-core attention", "gpt2go bf16 storage", "gpt2go + tuned matmuls", "gpt2go + GELU epilogues",
-		"gpt2go + no syncs", "torch fp32 eager", "torch tf32 matmuls", "torch bf16 autocast", "torch + torch.compile", "torch + flash SDPA", "torch + vocab 50304", "torch + fused AdamW"}
+		"gpt2go + no syncs", "gpt2go + cuda graphs", "torch fp32 eager", "torch tf32 matmuls", "torch bf16 autocast", "torch + torch.compile", "torch + flash SDPA", "torch + vocab 50304", "torch + fused AdamW"}
 	if !slices.Equal(names, want) {
 		t.Errorf("rungs ran %v, want %v", names, want)
 	}
@@ -82,22 +82,24 @@ func TestBenchLadderTable(t *testing.T) {
 			t.Errorf("the last PyTorch rung's flags %v lack %s %s exactly once", last, f[0], f[1])
 		}
 	}
-	if i := slices.Index(ran[7].Args, "--vocab-pad"); i < 0 || ran[7].Args[i+1] != "0" {
-		t.Errorf("PyTorch's first rung should keep the 50257 vocabulary: %v", ran[7].Args)
+	if i := slices.Index(ran[8].Args, "--vocab-pad"); i < 0 || ran[8].Args[i+1] != "0" {
+		t.Errorf("PyTorch's first rung should keep the 50257 vocabulary: %v", ran[8].Args)
 	}
 	if !slices.Contains(ran[1].Env, "GPT2GO_ATTENTION=fma") || slices.Contains(ran[2].Env, "GPT2GO_ATTENTION=fma") {
 		t.Errorf("the tf32 rungs' environments: %v and %v", ran[1].Env, ran[2].Env)
 	}
-	// Tuning, GELU fusion and pipelined steps are off until their rungs, each rung adding one.
-	for i, want := range [][]string{3: {"GPT2GO_MATMUL_TUNE=0", "GPT2GO_GELU_FUSION=0", "GPT2GO_SYNC_STEPS=1"},
-		4: {"GPT2GO_GELU_FUSION=0", "GPT2GO_SYNC_STEPS=1"}, 5: {"GPT2GO_SYNC_STEPS=1"}, 6: nil} {
+	// Tuning, GELU fusion, pipelined steps and graphs are off until their rungs, each rung
+	// adding one.
+	for i, want := range [][]string{3: {"GPT2GO_MATMUL_TUNE=0", "GPT2GO_GELU_FUSION=0", "GPT2GO_SYNC_STEPS=1", "GPT2GO_CUDA_GRAPHS=0"},
+		4: {"GPT2GO_GELU_FUSION=0", "GPT2GO_SYNC_STEPS=1", "GPT2GO_CUDA_GRAPHS=0"}, 5: {"GPT2GO_SYNC_STEPS=1", "GPT2GO_CUDA_GRAPHS=0"},
+		6: {"GPT2GO_CUDA_GRAPHS=0"}, 7: nil} {
 		if i >= 3 && !slices.Equal(ran[i].Env, want) {
 			t.Errorf("rung %q's environment %v, want %v", ran[i].Name, ran[i].Env, want)
 		}
 	}
 	text := out.String()
 	for _, w := range []string{"dense bf16 peak of an H100, 989 TFLOP/s", "2.73x", "2.00x", "FAIL", "out of memory",
-		"best gpt2go (+ no syncs) / best PyTorch (+ fused AdamW): 1.27x the tok/s"} {
+		"best gpt2go (+ cuda graphs) / best PyTorch (+ fused AdamW): 1.35x the tok/s"} {
 		if !strings.Contains(text, w) {
 			t.Errorf("the table lacks %q", w)
 		}
@@ -110,7 +112,7 @@ func TestBenchLadderTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var res []rungResult
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil || len(res) != 14 {
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil || len(res) != 15 {
 		t.Fatalf("--json gave %d results, %v:\n%s", len(res), err, out.String())
 	}
 	if got := res[3].MFU; math.Abs(got-mfu) > 1e-9 || got < 30 || got > 36 {

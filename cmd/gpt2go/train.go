@@ -216,6 +216,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	mf.registerArch(fs)
 	trainFlags(fs, &cfg)
 	dev.register(fs)
+	dev.registerGraphs(fs)
 	df.register(fs)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
@@ -327,6 +328,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	cfg.Precision = dev.precision // used unless resuming without --precision (then the run's own)
 	opts.Backend, opts.Config = be, cfg
 	opts.Comm, opts.Zero, opts.OverlapGrads = df.comm, df.zero == 1, df.overlap
+	opts.NoGraphs = !dev.graphs
 	stop, err := startCPUProfile(cpuProfile)
 	if err != nil {
 		return err

@@ -1,0 +1,112 @@
+package train
+
+import "github.com/gpt2go/gpt2go/backend"
+
+// A training step's backend work can be recorded as graphs (backend.Grapher: CUDA graphs) and
+// replayed, one launch for hundreds of kernels. The step is cut where the host takes part:
+// each micro-batch is read and uploaded by the host, then its forward and backward (one
+// graph per kind of micro-batch: the first, the middle ones, the last), its losses copied
+// back; the learning rate's terms are uploaded, then the gradient statistics, the AdamW update
+// and the 16-bit copy of the weights (one graph). The first run of each graph's work is direct:
+// it tunes the matmuls, allocates scratch memory and uploads the tables that a recording may
+// not; the second is recorded and launched; later ones launch the recording.
+//
+// Graphs need everything that changes between steps to reach the ops through backend memory
+// (the tokens, the learning rate: see backend.Ops.AdamWAll), so they are used only where that
+// holds: one process (data parallel runs exchange gradients on the host), no fp16 loss
+// scaling (its scale changes the ops' arguments), no stochastic rounding (its seed does), a
+// GPT model. A recording that fails (the backend names what it refused) turns graphs off for
+// the rest of the run, with a line in the log, and the step runs without them: same bits.
+
+// stepGraphs records and replays the parts of a step.
+type stepGraphs struct {
+	g      backend.Grapher
+	warm   map[string]bool
+	graphs map[string]backend.Graph
+	off    bool
+	logf   func(format string, args ...any)
+}
+
+func newStepGraphs(g backend.Grapher, logf func(string, ...any)) *stepGraphs {
+	return &stepGraphs{g: g, warm: map[string]bool{}, graphs: map[string]backend.Graph{}, logf: logf}
+}
+
+// run does work, the part of a step named key: directly, as a recording, or as the launch of
+// its recording. work must queue backend ops only and do the same each time for a key.
+func (s *stepGraphs) run(key string, work func() error) error {
+	if s == nil || s.off {
+		return work()
+	}
+	if gr := s.graphs[key]; gr != nil {
+		return gr.Launch()
+	}
+	if !s.warm[key] {
+		s.warm[key] = true
+		return work()
+	}
+	if err := s.g.BeginCapture(); err != nil {
+		s.stop(key, err)
+		return work()
+	}
+	werr := work()
+	gr, err := s.g.EndCapture()
+	if werr != nil || err != nil {
+		if gr != nil {
+			gr.Close()
+		}
+		if err == nil {
+			err = werr
+		}
+		s.stop(key, err)
+		return work() // nothing recorded ran
+	}
+	s.graphs[key] = gr
+	return gr.Launch()
+}
+
+// stop turns graphs off for the rest of the run.
+func (s *stepGraphs) stop(key string, err error) {
+	s.off = true
+	s.logf("cuda graphs: off for the rest of the run, recording %q failed: %v", key, err)
+	s.close()
+}
+
+// recorded is the number of graphs recorded.
+func (s *stepGraphs) recorded() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.graphs)
+}
+
+// close frees the graphs.
+func (s *stepGraphs) close() {
+	if s == nil {
+		return
+	}
+	for k, gr := range s.graphs {
+		gr.Close()
+		delete(s.graphs, k)
+	}
+}
+
+// graphsFor returns the step graphs of a run, or nil and why there are none (empty when the
+// backend records no graphs at all).
+func (t *Trainer) graphsFor() (*stepGraphs, string) {
+	g := backend.GrapherOf(t.be)
+	switch {
+	case g == nil:
+		return nil, ""
+	case t.opts.NoGraphs || GraphsOff():
+		return nil, "off (--cuda-graphs=false or GPT2GO_CUDA_GRAPHS=0)"
+	case t.distributed():
+		return nil, "off: data-parallel steps exchange gradients on the host"
+	case t.state.LossScale != nil:
+		return nil, "off: fp16's loss scale changes from step to step"
+	case t.cfg.StochasticRounding:
+		return nil, "off: stochastic rounding's seed changes from step to step"
+	case t.cfg.IsBERT():
+		return nil, "off: BERT's masking reads its batch on the host"
+	}
+	return newStepGraphs(g, t.bar.Println), "on: each part of a step recorded once and replayed"
+}
