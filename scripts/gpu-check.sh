@@ -61,7 +61,7 @@ for spec in cuda:TestOps16MatchCPU cuda:TestConvertMatchesCPUBits gpt:TestCUDAMi
     bert:TestCUDAForwardBackwardMatchesPyTorch bert:TestCUDATenAdamWStepsMatchPyTorch bert:TestCUDAMixedPrecisionMatchesPyTorch \
     cuda:TestAttentionTensorCores cuda:TestMatmulTuning cuda:TestCrossEntropyPaths gpt:TestCUDAForwardTrainMatchesForward \
     cuda:TestGeluFusion cuda:TestGradStatsOnGPU cuda:TestAdamWAllOnGPU cuda:TestElementwiseVectorised cuda:TestAsyncDownload \
-    train:TestCUDAPipelinedStepsMatch; do
+    cuda:TestEncoderBackwardPaths cuda:TestGraphReplays cuda:TestGraphRefusesHostWork train:TestCUDAPipelinedStepsMatch; do
   t=${spec%%:*} name=${spec#*:}
   log=$work/test-$t.log
   [ -f "$log" ] || continue
@@ -120,10 +120,11 @@ bench() { # name, command...
   local name=$1 log; shift
   log=$work/bench-${name// /-}.log
   if "$@" > "$log" 2>&1; then
-    local ms tok
+    local ms tok graphs
     ms=$(grep -o '"ms_per_step": *[0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')
     tok=$(grep -o '"tok_per_s": *[0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')
-    row "124M B16 T1024 $name" "ok" "$(printf '%.1f ms/step, %.0f tok/s' "${ms:-0}" "${tok:-0}")"
+    graphs=$(grep -o '"graphs": *"[^"]*"' "$log" | tail -1 | sed 's/.*: *"//; s/"$//')
+    row "124M B16 T1024 $name" "ok" "$(printf '%.1f ms/step, %.0f tok/s' "${ms:-0}" "${tok:-0}")${graphs:+; graphs $graphs}"
   else
     row "124M B16 T1024 $name" "FAIL" "$(tail -1 "$log")"
   fi
@@ -132,7 +133,8 @@ for prec in fp32 tf32 bf16 fp16; do
   bench "gpt2go $prec" "$bin/gpt2go" bench --device cuda --precision $prec --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
 done
 bench "gpt2go bf16, GELU unfused" env GPT2GO_GELU_FUSION=0 "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
-bench "gpt2go bf16, a sync per step" env GPT2GO_SYNC_STEPS=1 "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
+bench "gpt2go bf16, no cuda graphs" env GPT2GO_CUDA_GRAPHS=0 "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
+bench "gpt2go bf16, a sync per step" env GPT2GO_CUDA_GRAPHS=0 GPT2GO_SYNC_STEPS=1 "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
 bench "gpt2go bf16, heuristic matmuls" env GPT2GO_MATMUL_TUNE=0 "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 2 --steps 10 --json
 "$bin/gpt2go" bench --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 1 --steps 2 --verbose > "$work/matmul-tuned.txt" 2>&1 \
   && row "bf16 step's matmul picks (one call each)" "ok" "$(grep -o 'one call of each shape.*' "$work/matmul-tuned.txt" || echo 'no table')" \

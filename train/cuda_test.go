@@ -19,8 +19,8 @@ func cudaBackend(t *testing.T) *cuda.Backend {
 // uninterrupted one bit for bit, as on the CPU.
 func TestCUDAResumeIsBitIdentical(t *testing.T) { testResumeIsBitIdentical(t, cudaBackend(t)) }
 
-// Steps queued before the previous one is read back (the GPU's default) give the bits of steps
-// run one at a time, resumed runs included.
+// Steps queued before the previous one is read back and replayed as CUDA graphs (the GPU's
+// default) give the bits of steps run one at a time without graphs, resumed runs included.
 func TestCUDAPipelinedStepsMatch(t *testing.T) { testPipelinedStepsMatch(t, cudaBackend(t)) }
 
 // Checkpoints are the same on both devices: train on the GPU, resume on the CPU, and the other
