@@ -1,5 +1,7 @@
 package backend
 
+import "time"
+
 // Async is implemented by backends whose ops run asynchronously from the host (a GPU queues
 // them on a stream): the trainer then reads a step's loss and gradient norm while the next
 // step is already queued, instead of waiting for the GPU after every step (a "sync").
@@ -61,3 +63,22 @@ func FenceOf(be Backend) Fence {
 type syncFence struct{ be Backend }
 
 func (f syncFence) Wait() error { return f.be.Sync() }
+
+// HostCalls counts the work a backend's host side queued: kernel launches (cuBLASLt matmuls
+// and memsets included), graph launches and host<->device copies, with the host time spent in
+// the launch calls. A GPU step's launches cost host time whether or not the GPU waits for them;
+// graphs (Grapher) replace a part's launches by one.
+type HostCalls struct {
+	Launches, Graphs, Copies int64
+	LaunchTime               time.Duration
+}
+
+// Sub is c - d, the calls between two readings.
+func (c HostCalls) Sub(d HostCalls) HostCalls {
+	return HostCalls{c.Launches - d.Launches, c.Graphs - d.Graphs, c.Copies - d.Copies, c.LaunchTime - d.LaunchTime}
+}
+
+// CallCounter is implemented by backends that queue work from the host (a GPU).
+type CallCounter interface {
+	HostCalls() HostCalls
+}

@@ -120,11 +120,13 @@ bench() { # name, command...
   local name=$1 log; shift
   log=$work/bench-${name// /-}.log
   if "$@" > "$log" 2>&1; then
-    local ms tok graphs
+    local ms tok graphs launches launchms
     ms=$(grep -o '"ms_per_step": *[0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')
     tok=$(grep -o '"tok_per_s": *[0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')
     graphs=$(grep -o '"graphs": *"[^"]*"' "$log" | tail -1 | sed 's/.*: *"//; s/"$//')
-    row "124M B16 T1024 $name" "ok" "$(printf '%.1f ms/step, %.0f tok/s' "${ms:-0}" "${tok:-0}")${graphs:+; graphs $graphs}"
+    launches=$(grep -o '"launches": *[0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')
+    launchms=$(grep -o '"launch_ms": *[0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')
+    row "124M B16 T1024 $name" "ok" "$(printf '%.1f ms/step, %.0f tok/s' "${ms:-0}" "${tok:-0}")${launches:+; $launches launches/step, ${launchms} ms host}${graphs:+; graphs $graphs}"
   else
     row "124M B16 T1024 $name" "FAIL" "$(tail -1 "$log")"
   fi

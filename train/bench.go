@@ -67,6 +67,28 @@ type BenchResult struct {
 	// Graphs says whether the steps ran as recorded graphs (backend.Grapher), or why not; empty
 	// on a backend that records none.
 	Graphs string `json:"graphs,omitempty"`
+	// Calls is what the host queued per timed step, on a backend that counts it (a GPU).
+	Calls *StepCalls `json:"host_calls,omitempty"`
+}
+
+// StepCalls are a step's host calls (backend.HostCalls), averaged over the timed steps.
+type StepCalls struct {
+	Launches float64 `json:"launches"`  // kernels, cuBLASLt matmuls and memsets
+	Graphs   float64 `json:"graphs"`    // graph launches
+	Copies   float64 `json:"copies"`    // host<->device copies
+	LaunchMs float64 `json:"launch_ms"` // host time in the launch calls
+}
+
+// LaunchHint names the cost of launching a step's kernels one by one when a step makes more
+// than 50 launches and graphs are off (measured: the host's time in the launch calls), and
+// the way to replay them as graphs; "" otherwise.
+func (r *BenchResult) LaunchHint() string {
+	c := r.Calls
+	if c == nil || c.Launches <= 50 || !strings.HasPrefix(r.Graphs, "off") {
+		return ""
+	}
+	return fmt.Sprintf("%.0f kernel launches per step took the host %.2f ms per step (%.0f%% of the step); CUDA graphs replay each part of a step in one launch: leave out --cuda-graphs=false and GPT2GO_CUDA_GRAPHS=0 (graphs %s)",
+		c.Launches, c.LaunchMs, 100*c.LaunchMs/r.MsPerStep, r.Graphs)
 }
 
 // Bench times steps training steps after warmup untimed ones, in fp32.
@@ -123,6 +145,7 @@ func BenchGraphs(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, w
 	stats := [2][]float32{backend.HostBuffer(be, backend.StepStatsLen), backend.HostBuffer(be, backend.StepStatsLen)}
 	sync := SyncSteps() || backend.AsyncOf(be) == nil // a synchronous backend has each step done when queued
 	var prev backend.Fence
+	var calls0 backend.HostCalls
 	var best time.Duration
 	var lastEnd, timedFrom time.Time
 	stepMs := make([]float64, 0, steps)
@@ -147,6 +170,9 @@ func BenchGraphs(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, w
 			}
 			lastEnd = time.Now()
 			timedFrom = lastEnd
+			if cc, ok := be.(backend.CallCounter); ok {
+				calls0 = cc.HostCalls()
+			}
 		}
 		if err := model.SetBatch(inputs, targets, B, T); err != nil {
 			return nil, err
@@ -205,6 +231,12 @@ func BenchGraphs(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, w
 		GFlops:     cfg.FlopsPerToken(T) * float64(B*T) / sec / 1e9,
 		PeakHeapMB: float64(ms.HeapSys) / (1 << 20),
 		PeakRSSMB:  float64(PeakRSS()) / (1 << 20),
+	}
+	if cc, ok := be.(backend.CallCounter); ok {
+		d := cc.HostCalls().Sub(calls0)
+		n := float64(steps)
+		res.Calls = &StepCalls{Launches: float64(d.Launches) / n, Graphs: float64(d.Graphs) / n, Copies: float64(d.Copies) / n,
+			LaunchMs: d.LaunchTime.Seconds() * 1000 / n}
 	}
 	if graphs != nil && !graphs.off {
 		graphsNote = fmt.Sprintf("on: %d graphs recorded and replayed", graphs.recorded())

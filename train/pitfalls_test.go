@@ -48,3 +48,24 @@ func TestPitfalls(t *testing.T) {
 		t.Errorf("the CPU with room for B=8: hints %v (want none: its speed does not grow with B), largest %d", hints, largest)
 	}
 }
+
+// The launch hint names the measured host time of a step's launches when graphs are off, and
+// stays quiet with graphs on, few launches or no counts (the CPU).
+func TestLaunchHint(t *testing.T) {
+	off := &BenchResult{MsPerStep: 35, Graphs: "off (--cuda-graphs=false or GPT2GO_CUDA_GRAPHS=0)", Calls: &StepCalls{Launches: 700, Copies: 6, LaunchMs: 3.5}}
+	h := off.LaunchHint()
+	for _, want := range []string{"700 kernel launches", "3.50 ms per step", "(10% of the step)", "--cuda-graphs=false"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("hint %q lacks %q", h, want)
+		}
+	}
+	for name, r := range map[string]*BenchResult{
+		"graphs on":      {MsPerStep: 30, Graphs: "on: 3 graphs recorded and replayed", Calls: &StepCalls{Launches: 4, Graphs: 3, LaunchMs: 0.1}},
+		"few launches":   {MsPerStep: 30, Graphs: "off: fp16", Calls: &StepCalls{Launches: 40}},
+		"no call counts": {MsPerStep: 30, Graphs: "off: fp16"},
+	} {
+		if h := r.LaunchHint(); h != "" {
+			t.Errorf("%s: hint %q, want none", name, h)
+		}
+	}
+}

@@ -32,6 +32,7 @@ func (g *Device) DtoHAsync(dst unsafe.Pointer, src uintptr, bytes int64) error {
 	if bytes == 0 {
 		return nil
 	}
+	g.calls.Copies++
 	defer g.bind()()
 	return g.drv.check("cuMemcpyDtoHAsync", first(purego.SyscallN(g.drv.memcpyDtoHAsync, uintptr(dst), src, uintptr(bytes), g.stream)))
 }

@@ -401,3 +401,8 @@ func (be *Backend) ensure(p *uintptr, have *int64, n int64, size int64) uintptr 
 
 var _ backend.Backend = (*Backend)(nil)
 var _ backend.Peaker = (*Backend)(nil)
+
+// HostCalls implements backend.CallCounter.
+func (be *Backend) HostCalls() backend.HostCalls { return be.g.HostCalls() }
+
+var _ backend.CallCounter = (*Backend)(nil)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -492,6 +493,7 @@ func (b *Blas) launch(s Gemm, p *matmulPlan, op operands, algo []byte) error {
 	if op.accumulate {
 		p.beta = 1
 	}
+	defer b.g.launched(time.Now())
 	r, _, _ := purego.SyscallN(b.lib.matmul, b.handle, p.desc, uintptr(unsafe.Pointer(&p.alpha)), op.a, p.a, op.b, p.b,
 		uintptr(unsafe.Pointer(&p.beta)), op.d, p.d, op.d, p.d, uintptr(unsafe.Pointer(&algo[0])), b.workspace, uintptr(b.wsBytes), b.g.stream)
 	return checkCublas(fmt.Sprintf("cublasLtMatmul(m=%d n=%d k=%d)", s.M, s.N, s.K), r)

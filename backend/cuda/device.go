@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/gpt2go/gpt2go/backend"
 )
 
 // Device is one GPU with its primary context and the stream all work is queued on.
@@ -23,6 +25,7 @@ type Device struct {
 	// replay (allocating, host copies, syncs, events) then fail with errCapture instead of
 	// reaching the driver.
 	capturing bool
+	calls     backend.HostCalls // what the host queued (HostCalls)
 }
 
 // OpenDevice opens GPU ordinal with the driver's primary context and a new stream.
@@ -79,6 +82,15 @@ func (g *Device) MemInfo() (free, total int64, err error) {
 	return int64(f), int64(t), err
 }
 
+// launched counts a launch that began at start.
+func (g *Device) launched(start time.Time) {
+	g.calls.Launches++
+	g.calls.LaunchTime += time.Since(start)
+}
+
+// HostCalls returns what the host has queued on the stream so far.
+func (g *Device) HostCalls() backend.HostCalls { return g.calls }
+
 // refuseInCapture returns an error naming what while a graph is recorded.
 func (g *Device) refuseInCapture(what string) error {
 	if g.capturing {
@@ -116,6 +128,7 @@ func (g *Device) HtoD(dst uintptr, src unsafe.Pointer, bytes int64) error {
 	if bytes == 0 {
 		return nil
 	}
+	g.calls.Copies++
 	defer g.bind()()
 	return g.drv.check("cuMemcpyHtoDAsync", first(purego.SyscallN(g.drv.memcpyHtoDAsync, dst, uintptr(src), uintptr(bytes), g.stream)))
 }
@@ -129,6 +142,7 @@ func (g *Device) DtoH(dst unsafe.Pointer, src uintptr, bytes int64) error {
 	if bytes == 0 {
 		return nil
 	}
+	g.calls.Copies++
 	defer g.bind()()
 	if err := g.drv.check("cuMemcpyDtoHAsync", first(purego.SyscallN(g.drv.memcpyDtoHAsync, uintptr(dst), src, uintptr(bytes), g.stream))); err != nil {
 		return err
@@ -150,6 +164,7 @@ func (g *Device) Memset32(p uintptr, value uint32, n int64) error {
 	if n == 0 {
 		return nil
 	}
+	defer g.launched(time.Now())
 	defer g.bind()()
 	return g.drv.check("cuMemsetD32Async", first(purego.SyscallN(g.drv.memsetD32Async, p, uintptr(value), uintptr(n), g.stream)))
 }
@@ -159,6 +174,7 @@ func (g *Device) Memset16(p uintptr, value uint16, n int64) error {
 	if n == 0 {
 		return nil
 	}
+	defer g.launched(time.Now())
 	defer g.bind()()
 	return g.drv.check("cuMemsetD16Async", first(purego.SyscallN(g.drv.memsetD16Async, p, uintptr(value), uintptr(n), g.stream)))
 }
@@ -276,6 +292,7 @@ func (k *Kernel) Launch(grid, block, shared int) error {
 		}
 		k.shared = shared
 	}
+	defer k.g.launched(time.Now())
 	defer k.g.bind()()
 	r, _, _ := purego.SyscallN(k.g.drv.launchKernel, k.fn, uintptr(grid), 1, 1, uintptr(block), 1, 1,
 		uintptr(shared), k.g.stream, uintptr(unsafe.Pointer(&k.params[0])), 0)

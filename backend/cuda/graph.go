@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -113,9 +114,12 @@ func (gr *cudaGraph) Launch() error {
 	}
 	if be.err == nil {
 		gs, _ := be.g.drv.graphs()
+		start := time.Now()
 		unbind := be.g.bind()
 		be.fail(be.g.drv.check("cuGraphLaunch", first(purego.SyscallN(gs.launch, gr.exec, be.g.stream))))
 		unbind()
+		be.g.calls.Graphs++
+		be.g.calls.LaunchTime += time.Since(start)
 	}
 	if be.err != nil {
 		return fmt.Errorf("cuda: %w", be.err)

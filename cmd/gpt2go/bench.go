@@ -85,6 +85,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	_, onGPU := be.(*cuda.Backend)
 	res.Hints, res.LargestBatch = train.Pitfalls(cfg, B, T, dev.modelPrecision(), budget, onGPU)
+	if h := res.LaunchHint(); h != "" {
+		res.Hints = append(res.Hints, h)
+	}
 	res.Precision = dev.precision
 	if a, ok := be.(interface{ Allocated() int64 }); ok {
 		res.DeviceMemMB = float64(a.Allocated()) / (1 << 20)
@@ -109,6 +112,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, " | peak RSS %.0f MB, Go heap %.0f MB\n", res.PeakRSSMB, res.PeakHeapMB)
 	if res.Graphs != "" {
 		fmt.Fprintf(stdout, "cuda graphs: %s\n", res.Graphs)
+	}
+	if c := res.Calls; c != nil {
+		fmt.Fprintf(stdout, "per step, the host queued %.0f kernel launches (%.2f ms of host time), %.0f graph launches and %.0f copies\n",
+			c.Launches, c.LaunchMs, c.Graphs, c.Copies)
 	}
 	for _, h := range res.Hints {
 		fmt.Fprintf(stdout, "hint: %s\n", h)
