@@ -136,18 +136,13 @@ func (g *Device) HtoD(dst uintptr, src unsafe.Pointer, bytes int64) error {
 // DtoH copies bytes from device memory at src to host memory at dst after all queued work, and
 // waits for the copy.
 func (g *Device) DtoH(dst unsafe.Pointer, src uintptr, bytes int64) error {
-	if err := g.refuseInCapture("a copy to the host"); err != nil {
-		return err
-	}
 	if bytes == 0 {
-		return nil
+		return g.refuseInCapture("a copy to the host")
 	}
-	g.calls.Copies++
-	defer g.bind()()
-	if err := g.drv.check("cuMemcpyDtoHAsync", first(purego.SyscallN(g.drv.memcpyDtoHAsync, uintptr(dst), src, uintptr(bytes), g.stream))); err != nil {
+	if err := g.DtoHAsync(dst, src, bytes); err != nil {
 		return err
 	}
-	return g.drv.check("cuStreamSynchronize", first(purego.SyscallN(g.drv.streamSynchronize, g.stream)))
+	return g.Sync()
 }
 
 // DtoD copies bytes between device buffers in stream order.
