@@ -249,7 +249,7 @@ func (m *Model) InitGPT2(seed uint64) {
 // the activations, qkv included, stay on the backend for LogitsRow, Attention and Backward. Token
 // ids must be < V.
 func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
-	return m.forward(inputs, targets, B, T, float32(math.NaN()), nil)
+	return m.forward(inputs, targets, B, T, float32(math.NaN()))
 }
 
 // ForwardTrain is Forward with targets for a training step whose Backward (or
@@ -257,34 +257,13 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 // the same pass over them as the loss (backend.Ops.CrossEntropyFused) and replaces them, so the
 // logits cannot be read afterwards. Losses and gradients are the bits Forward and Backward give.
 func (m *Model) ForwardTrain(inputs, targets []int32, B, T int, lossScale float32) (float32, error) {
-	if err := checkTrain(targets, lossScale); err != nil {
-		return 0, err
-	}
-	return m.forward(inputs, targets, B, T, lossScale, nil)
-}
-
-func checkTrain(targets []int32, lossScale float32) error {
 	if targets == nil {
-		return fmt.Errorf("ForwardTrain needs targets")
+		return 0, fmt.Errorf("ForwardTrain needs targets")
 	}
 	if math.IsNaN(float64(lossScale)) {
-		return fmt.Errorf("ForwardTrain: the loss scale is NaN")
+		return 0, fmt.Errorf("ForwardTrain: the loss scale is NaN")
 	}
-	return nil
-}
-
-// QueueForwardTrain is ForwardTrain that does not wait for the loss: the B*T per-position
-// losses go to losses, memory from backend.HostBuffer, through backend.DownloadLater (on a GPU,
-// a copy queued behind the forward), and MeanLoss(losses) is then what ForwardTrain returns.
-func (m *Model) QueueForwardTrain(inputs, targets []int32, B, T int, lossScale float32, losses []float32) error {
-	if err := checkTrain(targets, lossScale); err != nil {
-		return err
-	}
-	if len(losses) != B*T {
-		return fmt.Errorf("QueueForwardTrain: %d losses for %d positions", len(losses), B*T)
-	}
-	_, err := m.forward(inputs, targets, B, T, lossScale, losses)
-	return err
+	return m.forward(inputs, targets, B, T, lossScale)
 }
 
 // MeanLoss is the mean of per-position losses as the model reports it: summed in float64 in
@@ -297,9 +276,8 @@ func MeanLoss(losses []float32) float32 {
 	return float32(sum / float64(len(losses)))
 }
 
-// forward is Forward, and with a lossScale that is not NaN ForwardTrain; with losses not nil it
-// queues the per-position losses' copy into them and returns 0.
-func (m *Model) forward(inputs, targets []int32, B, T int, lossScale float32, losses []float32) (float32, error) {
+// forward is Forward, and with a lossScale that is not NaN ForwardTrain.
+func (m *Model) forward(inputs, targets []int32, B, T int, lossScale float32) (float32, error) {
 	if err := m.SetBatch(inputs, targets, B, T); err != nil {
 		return 0, err
 	}
@@ -307,10 +285,6 @@ func (m *Model) forward(inputs, targets []int32, B, T int, lossScale float32, lo
 		return 0, err
 	}
 	a := m.cur
-	if losses != nil {
-		m.QueueLosses(losses)
-		return 0, nil
-	}
 	BT := a.B * a.T
 	m.be.Download(m.lossHost[:BT], a.losses)
 	return MeanLoss(m.lossHost[:BT]), nil
