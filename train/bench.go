@@ -99,7 +99,7 @@ func Bench(be backend.Backend, cfg gpt.Config, B, T, warmup, steps int) (*BenchR
 // BenchWithPrecision is Bench with the storage plan prec. An fp16 plan runs without loss scaling:
 // the timing is the same. A backend that records graphs does (graphs.go) unless GraphsOff().
 func BenchWithPrecision(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, warmup, steps int) (*BenchResult, error) {
-	return BenchGraphs(be, cfg, prec, B, T, warmup, steps, GraphsOff())
+	return BenchGraphs(be, cfg, prec, B, T, warmup, steps, false)
 }
 
 // GraphsOff says whether GPT2GO_CUDA_GRAPHS=0 asks training and `gpt2go bench` to run every op
@@ -107,7 +107,8 @@ func BenchWithPrecision(be backend.Backend, cfg gpt.Config, prec gpt.Precision, 
 // "graphs", and as a way around a suspected fault.
 func GraphsOff() bool { return os.Getenv("GPT2GO_CUDA_GRAPHS") == "0" }
 
-// BenchGraphs is BenchWithPrecision with graphs off when noGraphs.
+// BenchGraphs is BenchWithPrecision with graphs off when noGraphs (as they are anyway with
+// GPT2GO_CUDA_GRAPHS=0).
 func BenchGraphs(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, warmup, steps int, noGraphs bool) (*BenchResult, error) {
 	if steps < 1 || warmup < 0 {
 		return nil, fmt.Errorf("bench needs --steps >= 1 and --warmup-steps >= 0")
@@ -131,12 +132,7 @@ func BenchGraphs(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, w
 	var graphs *stepGraphs // the step's two parts recorded as graphs, as the trainer does
 	graphsNote := ""
 	if g := backend.GrapherOf(be); g != nil {
-		switch {
-		case noGraphs:
-			graphsNote = "off (--cuda-graphs=false or GPT2GO_CUDA_GRAPHS=0)"
-		case prec.StochasticRounding:
-			graphsNote = "off: stochastic rounding's seed changes from step to step"
-		default:
+		if graphsNote = graphsOff(noGraphs, prec.StochasticRounding); graphsNote == "" {
 			graphs = newStepGraphs(g, func(format string, args ...any) { graphsNote = fmt.Sprintf(format, args...) })
 			defer graphs.close()
 		}
@@ -192,7 +188,7 @@ func BenchGraphs(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, w
 		if err := graphs.run("update", func() error {
 			model.GradStats(1, 1)
 			model.QueueUpdate(opt, st)
-			model.ParamsUpdatedAt(1) // no stochastic rounding with graphs: the step does not matter
+			model.ParamsUpdatedAt(i + 1) // graphs are off with stochastic rounding, the one user of the step
 			return nil
 		}); err != nil {
 			return nil, err

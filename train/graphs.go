@@ -90,21 +90,34 @@ func (s *stepGraphs) close() {
 	}
 }
 
+// graphsOff says why steps with these settings record no graphs, "" when they may: turned off
+// (--cuda-graphs=false, GPT2GO_CUDA_GRAPHS=0), or stochastic rounding, whose seed is an op's
+// argument that changes every step.
+func graphsOff(noGraphs, stochasticRounding bool) string {
+	switch {
+	case noGraphs || GraphsOff():
+		return "off (--cuda-graphs=false or GPT2GO_CUDA_GRAPHS=0)"
+	case stochasticRounding:
+		return "off: stochastic rounding's seed changes from step to step"
+	}
+	return ""
+}
+
 // graphsFor returns the step graphs of a run, or nil and why there are none (empty when the
 // backend records no graphs at all).
 func (t *Trainer) graphsFor() (*stepGraphs, string) {
 	g := backend.GrapherOf(t.be)
-	switch {
-	case g == nil:
+	if g == nil {
 		return nil, ""
-	case t.opts.NoGraphs || GraphsOff():
-		return nil, "off (--cuda-graphs=false or GPT2GO_CUDA_GRAPHS=0)"
+	}
+	if why := graphsOff(t.opts.NoGraphs, t.cfg.StochasticRounding); why != "" {
+		return nil, why
+	}
+	switch {
 	case t.distributed():
 		return nil, "off: data-parallel steps exchange gradients on the host"
 	case t.state.LossScale != nil:
 		return nil, "off: fp16's loss scale changes from step to step"
-	case t.cfg.StochasticRounding:
-		return nil, "off: stochastic rounding's seed changes from step to step"
 	case t.cfg.IsBERT():
 		return nil, "off: BERT's masking reads its batch on the host"
 	}

@@ -79,7 +79,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			budget = b
 		}
 	}
-	res, err := train.BenchGraphs(be, cfg, dev.modelPrecision(), B, T, warmup, steps, !dev.graphs || train.GraphsOff())
+	res, err := train.BenchGraphs(be, cfg, dev.modelPrecision(), B, T, warmup, steps, !dev.graphs)
 	if err != nil {
 		return err
 	}
