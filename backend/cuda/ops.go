@@ -97,15 +97,15 @@ func (be *Backend) EncoderForward(out, tokens, wte, wpe backend.Buf, B, T, C int
 	})
 }
 
-// EncoderBackward adds each token's rows of dout in position order, as the CPU does. With the
-// index UploadInt32 built for tokens, a block per (distinct token, 256 channels) does it in
-// parallel, rounding a 16-bit dwte once; without one (tokens is a view inside its allocation,
-// was not uploaded whole, or was written through such a view since), one thread per channel
-// walks all positions.
 // indexGroupsPerGrid bounds encoder_backward_wte_index's grid: its blocks take token groups
 // u, u+indexGroupsPerGrid, ... (a GPT-2 batch of 16k tokens has about 5k distinct ones).
 const indexGroupsPerGrid = 4096
 
+// EncoderBackward adds each token's rows of dout in position order, as the CPU does. With the
+// index UploadInt32 built for tokens, blocks of 256 channels stride over the distinct tokens in
+// parallel, rounding a 16-bit dwte once; without one (tokens is a view inside its allocation,
+// was not uploaded whole, or was written through such a view since), one thread per channel
+// walks all positions.
 func (be *Backend) EncoderBackward(dwte, dwpe, dout, tokens backend.Buf, B, T, C int) {
 	g := dwte.DType()
 	if !be.sameFormat("EncoderBackward", g, dwpe) {
@@ -490,22 +490,16 @@ func ewVec(bufs ...backend.Buf) int {
 	return 0
 }
 
-// adamWScalars are the per-step constants of the AdamW kernels after the decay: beta1, beta2,
-// step_size = lr/(1-beta1^t) and bc2_sqrt = sqrt(1-beta2^t), computed in float64 and rounded
-// (as the CPU backend does), and eps.
-func adamWScalars(k *Kernel, h backend.AdamWParams) *Kernel {
-	stepSize, bc2Sqrt := h.AdamWBias()
-	return k.Float(h.Beta1).Float(h.Beta2).Float(stepSize).Float(bc2Sqrt).Float(h.Eps)
-}
-
 func (be *Backend) AdamW(params, grads, m, v backend.Buf, N int, h backend.AdamWParams) {
 	if !be.sameFormat("AdamW", backend.F32, params, m, v) { // fp32 master weights and moments
 		return
 	}
+	var step [backend.AdamWStepLen]float32 // lr*wd, step size, bc2_sqrt: AdamWAll's scalars
+	h.EncodeStep(step[:])
 	be.launch("AdamW", "adamw"+formatSuffix(grads.DType()), ewBlocks(N), threads, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(params)).Ptr(ptrOf(grads)).Ptr(ptrOf(m)).Ptr(ptrOf(v)).Long(int64(N)).
-			Float(h.GradScale).Float(h.LR * h.WeightDecay)
-		adamWScalars(k, h).Int(ewVec(params, grads, m, v))
+			Float(h.GradScale).Float(step[0]).Float(h.Beta1).Float(h.Beta2).Float(step[1]).Float(step[2]).Float(h.Eps).
+			Int(ewVec(params, grads, m, v))
 	})
 }
 
