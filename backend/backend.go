@@ -181,6 +181,10 @@ type Ops interface {
 	// seed 0 it rounds to nearest even like every op; otherwise stochastically (RoundStochastic),
 	// element i with the bits StochasticBits(seed, i).
 	Convert(dst, src Buf, N int, seed uint64)
+	// ConvertSeeded is Convert with the seed read from the backend: seed(SeedLen) holds its
+	// bits as PutBits64 writes them (0 rounds to nearest), so that a recorded step (Grapher)
+	// replays with the seed of the step it runs.
+	ConvertSeeded(dst, src Buf, N int, seed Buf)
 }
 
 // AttentionMask says which keys each query of AttentionForward and AttentionBackward sees.
@@ -247,6 +251,22 @@ type StepStats struct {
 	Finite bool
 }
 
+// SeedLen is the length of ConvertSeeded's seed buffer: a float32 buffer holding the seed's
+// bits as PutBits64 writes them.
+const SeedLen = 2
+
+// PutBits64 writes the low and high 32 bits of b into dst[0] and dst[1] as bit patterns, not
+// values: how a float32 buffer carries a uint64 (a seed) or a float64's bits (the norm of
+// StepStats) between the host and a backend.
+func PutBits64(dst []float32, b uint64) {
+	dst[0], dst[1] = math.Float32frombits(uint32(b)), math.Float32frombits(uint32(b>>32))
+}
+
+// Bits64 is PutBits64's inverse.
+func Bits64(src []float32) uint64 {
+	return uint64(math.Float32bits(src[0])) | uint64(math.Float32bits(src[1]))<<32
+}
+
 // StepStatsLen is the length of GradStats' buffer.
 const StepStatsLen = 4
 
@@ -269,8 +289,7 @@ func StepStatsOf(sum, clip, lossScale float64) StepStats {
 
 // Encode writes s into dst(StepStatsLen) in GradStats' layout.
 func (s StepStats) Encode(dst []float32) {
-	b := math.Float64bits(s.Norm)
-	dst[0], dst[1] = math.Float32frombits(uint32(b)), math.Float32frombits(uint32(b>>32))
+	PutBits64(dst, math.Float64bits(s.Norm))
 	dst[2], dst[3] = s.Scale, 0
 	if s.Finite {
 		dst[3] = 1
@@ -280,8 +299,7 @@ func (s StepStats) Encode(dst []float32) {
 // DecodeStepStats reads GradStats' buffer, copied to the host as it is (its first two
 // elements are not float32 values but the norm's bits).
 func DecodeStepStats(src []float32) StepStats {
-	b := uint64(math.Float32bits(src[0])) | uint64(math.Float32bits(src[1]))<<32
-	return StepStats{Norm: math.Float64frombits(b), Scale: src[2], Finite: src[3] == 1}
+	return StepStats{Norm: math.Float64frombits(Bits64(src)), Scale: src[2], Finite: src[3] == 1}
 }
 
 // Peaker is implemented by backends that know their peak float32 matmul throughput, measured or

@@ -26,8 +26,8 @@ type Trainable struct {
 	gradScratch           backend.Buf // SeparateAccum: one micro-batch's gradient
 	normSums              []float64   // GradNorm's block sums
 	stats                 backend.Buf // GradStats' buffer
-	step                  backend.Buf // SetUpdateStep's scalars, and their host copy
-	stepHost              [backend.AdamWStepLen]float32
+	step                  backend.Buf // SetUpdateStep's scalars (AdamWAll's, then the seed), and their host copy
+	stepHost              [backend.AdamWStepLen + backend.SeedLen]float32
 	segs                  []backend.AdamWSegment
 	prec                  Precision
 	compute               backend.Buf
@@ -206,13 +206,27 @@ func (t *Trainable) UpdateWithStats(opt AdamWConfig, lr float64, step int, stats
 }
 
 // SetUpdateStep copies to the backend what changes from one AdamW step to the next (the
-// learning rate's terms of step `step`, 1-based, at lr), for the next QueueUpdate.
+// learning rate's terms of step `step`, 1-based, at lr, and the seed of the compute copy's
+// stochastic rounding), for the next QueueUpdate and QueueParamsUpdate.
 func (t *Trainable) SetUpdateStep(opt AdamWConfig, lr float64, step int) {
 	if t.step == nil {
-		t.step = t.be.Alloc(backend.AdamWStepLen)
+		t.step = t.be.Alloc(len(t.stepHost))
 	}
-	t.adamWParams(opt, ParamSpec{Decay: true}, lr, step, math.NaN()).EncodeStep(t.stepHost[:])
+	t.adamWParams(opt, ParamSpec{Decay: true}, lr, step, math.NaN()).EncodeStep(t.stepHost[:backend.AdamWStepLen])
+	backend.PutBits64(t.stepHost[backend.AdamWStepLen:], t.updateSeed(step))
 	t.be.Upload(t.step, t.stepHost[:])
+}
+
+// QueueParamsUpdate queues what ParamsUpdatedAt does with the step of the last SetUpdateStep,
+// the seed read from the backend: for a recorded graph (backend.Grapher) of the update.
+func (t *Trainable) QueueParamsUpdate() {
+	if !t.prec.Mixed() {
+		return
+	}
+	if t.step == nil {
+		panic("QueueParamsUpdate before SetUpdateStep")
+	}
+	t.be.ConvertSeeded(t.compute, t.Params, t.Params.Len(), t.be.View(t.step, backend.AdamWStepLen, backend.SeedLen))
 }
 
 // QueueUpdate queues UpdateWithStats' AdamWAll with the scalars of the last SetUpdateStep: ops
@@ -233,7 +247,7 @@ func (t *Trainable) QueueUpdate(opt AdamWConfig, stats backend.Buf) {
 	}
 	// The step's learning rate and bias corrections are read from t.step.
 	h := t.adamWParams(opt, ParamSpec{Decay: true}, 0, 0, math.NaN())
-	t.be.AdamWAll(t.Params, t.Grads, t.M, t.V, t.segs, h, t.step, stats)
+	t.be.AdamWAll(t.Params, t.Grads, t.M, t.V, t.segs, h, t.be.View(t.step, 0, backend.AdamWStepLen), stats)
 }
 
 // adamWParams are the scalars of one AdamW step of the tensor s.
@@ -263,11 +277,16 @@ func (t *Trainable) ParamsUpdatedAt(step int) {
 	if !t.prec.Mixed() {
 		return
 	}
-	var seed uint64
+	t.be.Convert(t.compute, t.Params, t.Params.Len(), t.updateSeed(step))
+}
+
+// updateSeed is the Convert seed of the compute copy after update step (0 before any update
+// and without stochastic rounding: round to nearest).
+func (t *Trainable) updateSeed(step int) uint64 {
 	if t.prec.StochasticRounding && step > 0 {
-		seed = stochasticSeed(step)
+		return stochasticSeed(step)
 	}
-	t.be.Convert(t.compute, t.Params, t.Params.Len(), seed)
+	return 0
 }
 
 // alloc returns a buffer of n elements in dt (fp32 through Alloc, as before mixed precision).

@@ -132,7 +132,7 @@ func BenchGraphs(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, w
 	var graphs *stepGraphs // the step's two parts recorded as graphs, as the trainer does
 	graphsNote := ""
 	if g := backend.GrapherOf(be); g != nil {
-		if graphsNote = graphsOff(noGraphs, prec.StochasticRounding); graphsNote == "" {
+		if graphsNote = graphsOff(noGraphs); graphsNote == "" {
 			graphs = newStepGraphs(g, func(format string, args ...any) { graphsNote = fmt.Sprintf(format, args...) })
 			defer graphs.close()
 		}
@@ -188,7 +188,7 @@ func BenchGraphs(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, w
 		if err := graphs.run("update", func() error {
 			model.GradStats(1, 1)
 			model.QueueUpdate(opt, st)
-			model.ParamsUpdatedAt(i + 1) // graphs are off with stochastic rounding, the one user of the step
+			model.QueueParamsUpdate()
 			return nil
 		}); err != nil {
 			return nil, err

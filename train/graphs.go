@@ -14,8 +14,8 @@ import "github.com/gpt2go/gpt2go/backend"
 // Graphs need everything that changes between steps to reach the ops through backend memory
 // (the tokens, the learning rate: see backend.Ops.AdamWAll), so they are used only where that
 // holds: one process (data parallel runs exchange gradients on the host), no fp16 loss
-// scaling (its scale changes the ops' arguments), no stochastic rounding (its seed does), a
-// GPT model. A recording that fails (the backend names what it refused) turns graphs off for
+// scaling (its scale changes the ops' arguments), a GPT model. Stochastic rounding's seed is
+// uploaded with the learning rate (gpt.Trainable.SetUpdateStep). A recording that fails (the backend names what it refused) turns graphs off for
 // the rest of the run, with a line in the log, and the step runs without them: same bits.
 
 // stepGraphs records and replays the parts of a step.
@@ -90,15 +90,11 @@ func (s *stepGraphs) close() {
 	}
 }
 
-// graphsOff says why steps with these settings record no graphs, "" when they may: turned off
-// (--cuda-graphs=false, GPT2GO_CUDA_GRAPHS=0), or stochastic rounding, whose seed is an op's
-// argument that changes every step.
-func graphsOff(noGraphs, stochasticRounding bool) string {
-	switch {
-	case noGraphs || GraphsOff():
+// graphsOff says why no graphs are recorded, "" when they may be: turned off by the flag
+// (--cuda-graphs=false) or GPT2GO_CUDA_GRAPHS=0.
+func graphsOff(noGraphs bool) string {
+	if noGraphs || GraphsOff() {
 		return "off (--cuda-graphs=false or GPT2GO_CUDA_GRAPHS=0)"
-	case stochasticRounding:
-		return "off: stochastic rounding's seed changes from step to step"
 	}
 	return ""
 }
@@ -110,7 +106,7 @@ func (t *Trainer) graphsFor() (*stepGraphs, string) {
 	if g == nil {
 		return nil, ""
 	}
-	if why := graphsOff(t.opts.NoGraphs, t.cfg.StochasticRounding); why != "" {
+	if why := graphsOff(t.opts.NoGraphs); why != "" {
 		return nil, why
 	}
 	switch {

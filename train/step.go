@@ -156,9 +156,9 @@ func (t *Trainer) queueStep(step int) (*stepRun, error) {
 		m.QueueUpdate(t.adamW(), stats)
 		if t.state.LossScale == nil {
 			// Without fp16 a skipped (non-finite) step stops the run, so the compute copy may
-			// follow at once; with fp16, finishStep rewrites it once it knows the update was
-			// applied. (Graphs are off with stochastic rounding, whose seed is updateStep's.)
-			m.ParamsUpdatedAt(updateStep)
+			// follow at once (with the seed SetUpdateStep uploaded); with fp16, finishStep
+			// rewrites it once it knows the update was applied.
+			m.QueueParamsUpdate()
 		}
 		return nil
 	}); err != nil {

@@ -52,15 +52,28 @@ func logEntries(t *testing.T, dir string) map[int]map[string]any {
 // stops and resumes the pipelined run; and the pipelined runs again with each part of a step
 // recorded as a graph and replayed (graphs.go, on graphrec's recording of the CPU backend, which
 // keeps arguments as a CUDA graph does): every logged number and the final weights must be the
-// same bits, under a learning rate that changes at every step.
+// same bits, under a learning rate that changes at every step. All of it in fp32 and in bf16
+// with stochastic rounding, whose seed changes at every step too.
 func TestPipelinedStepsMatch(t *testing.T) { testPipelinedStepsMatch(t, nil) }
 
 // testPipelinedStepsMatch is TestPipelinedStepsMatch on be (nil: the CPU). A backend that records
 // graphs itself uses them in the pipelined runs; the sync run never does.
 func testPipelinedStepsMatch(t *testing.T, be backend.Backend) {
-	cfg := smallConfig(writeDataset(t, 50))
-	cfg.GradAccum, cfg.GradClip = 2, 0.5 // clipping active: the norms here are above 0.5
-	cfg.EvalEvery, cfg.CkptEvery = 5, 4
+	dataDir := writeDataset(t, 50)
+	for _, prec := range []string{"fp32", "bf16"} {
+		t.Run(prec, func(t *testing.T) {
+			cfg := smallConfig(dataDir)
+			cfg.GradAccum, cfg.GradClip = 2, 0.5 // clipping active: the norms here are above 0.5
+			cfg.EvalEvery, cfg.CkptEvery = 5, 4
+			if prec != "fp32" {
+				cfg.Precision, cfg.StochasticRounding = prec, true
+			}
+			pipelinedStepsMatch(t, be, cfg)
+		})
+	}
+}
+
+func pipelinedStepsMatch(t *testing.T, be backend.Backend, cfg Config) {
 	dirs := map[string]string{}
 	names := []string{"sync", "pipelined", "resumed"}
 	if be == nil {

@@ -63,6 +63,11 @@ func (be *Backend) Convert(dst, src backend.Buf, N int, seed uint64) {
 	*job = convertJob{}
 }
 
+// ConvertSeeded is Convert with the seed's bits read from seed(backend.SeedLen).
+func (be *Backend) ConvertSeeded(dst, src backend.Buf, N int, seed backend.Buf) {
+	be.Convert(dst, src, N, backend.Bits64(Floats(seed)))
+}
+
 // convertJob rounds src into dst (which may be src) element by element; with a seed the rounding
 // is stochastic. The result of each element depends only on its value and index.
 type convertJob struct {

@@ -259,7 +259,8 @@ func TestMatmul16BitBound(t *testing.T) {
 }
 
 // Stochastic Convert depends only on the seed and the index: the same bits for any thread count,
-// different bits for another seed, and every value one of the two neighbours.
+// different bits for another seed, and every value one of the two neighbours. ConvertSeeded,
+// with the seed in a buffer, gives Convert's bits.
 func TestConvertStochastic(t *testing.T) {
 	vals := randVals(5, 100000, 0.02)
 	var first []float32
@@ -282,6 +283,13 @@ func TestConvertStochastic(t *testing.T) {
 		be.Convert(dst, src, len(vals), 43)
 		if equalBits(first, Floats(dst)) {
 			t.Error("stochastic Convert ignores its seed")
+		}
+		// ConvertSeeded reads seed 42 from a buffer (a view, as the trainer passes).
+		seed := be.Alloc(1 + backend.SeedLen)
+		backend.PutBits64(Floats(seed)[1:], 42)
+		be.ConvertSeeded(dst, src, len(vals), be.View(seed, 1, backend.SeedLen))
+		if !equalBits(first, Floats(dst)) {
+			t.Error("ConvertSeeded does not read the seed Convert was given")
 		}
 		be.Close()
 	}

@@ -52,6 +52,20 @@ func (be *Backend) AllocDType(n int, dt backend.DType) backend.Buf {
 // (seed 0) or stochastically with backend.StochasticBits(seed, i), bit for bit as the CPU does;
 // a 16-bit buffer to fp32 exactly; equal formats as a copy.
 func (be *Backend) Convert(dst, src backend.Buf, N int, seed uint64) {
+	be.convert(dst, src, N, seed, nil)
+}
+
+// ConvertSeeded is Convert with the seed's bits read by the kernel from seed(backend.SeedLen).
+func (be *Backend) ConvertSeeded(dst, src backend.Buf, N int, seed backend.Buf) {
+	if be.err == nil && seed.DType() != backend.F32 {
+		be.fail(fmt.Errorf("ConvertSeeded: a %v seed buffer; it holds the seed's bits in float32 elements", seed.DType()))
+	}
+	be.convert(dst, src, N, 0, seed)
+}
+
+// convert is Convert with the seed read on the device from seedBuf (every thread reads its two
+// words) when seedBuf is not nil.
+func (be *Backend) convert(dst, src backend.Buf, N int, seed uint64, seedBuf backend.Buf) {
 	if be.err != nil || N == 0 {
 		return
 	}
@@ -62,7 +76,7 @@ func (be *Backend) Convert(dst, src backend.Buf, N int, seed uint64) {
 	}
 	name := "convert_" + d.dt.String() + "_" + s.dt.String()
 	be.launch("Convert", name, Blocks(int64(N), threads), threads, 0, func(k *Kernel) {
-		k.Ptr(d.ptr).Ptr(s.ptr).Long(int64(N)).Long(int64(seed))
+		k.Ptr(d.ptr).Ptr(s.ptr).Long(int64(N)).Long(int64(seed)).Ptr(ptrOf(seedBuf))
 	})
 }
 

@@ -201,7 +201,8 @@ func convertInputs(n int) []float32 {
 
 // Convert gives the CPU's bits exactly: fp32 to bf16 and fp16 rounded to nearest even (seed 0)
 // and stochastically (three seeds), and back to fp32. Stochastic rounding draws
-// backend.StochasticBits(seed, i) for element i on both backends, so it too is bit for bit.
+// backend.StochasticBits(seed, i) for element i on both backends, so it too is bit for bit;
+// ConvertSeeded, the seed read on the device, gives Convert's bits.
 func TestConvertMatchesCPUBits(t *testing.T) {
 	g := gpu(t, false)
 	c := cpu.New(0)
@@ -228,6 +229,20 @@ func TestConvertMatchesCPUBits(t *testing.T) {
 				if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
 					t.Fatalf("%v seed %#x: element %d (%v) is %v (%08x) on the GPU, %v (%08x) on the CPU", dt, seed, i, vals[i],
 						got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+				}
+			}
+			// ConvertSeeded reads the same seed from the device, here from a view at an odd
+			// element (4-byte aligned only).
+			var seedHost [1 + backend.SeedLen]float32
+			backend.PutBits64(seedHost[1:], seed)
+			seedBuf, seeded := g.Alloc(len(seedHost)), g.AllocDType(N, dt)
+			g.Upload(seedBuf, seedHost[:])
+			g.ConvertSeeded(seeded, srcG, N, g.View(seedBuf, 1, backend.SeedLen))
+			fromDevice := make([]float32, N)
+			g.Download(fromDevice, seeded)
+			for i := range got {
+				if math.Float32bits(fromDevice[i]) != math.Float32bits(got[i]) {
+					t.Fatalf("%v seed %#x: ConvertSeeded gives element %d %v, Convert %v", dt, seed, i, fromDevice[i], got[i])
 				}
 			}
 			// Widening back to fp32 is exact.

@@ -177,6 +177,12 @@ func (p *Backend) Convert(dst, src backend.Buf, N int, seed uint64) {
 	p.record("Convert", start, p.finish(), convertCost(N, dst.DType()))
 }
 
+func (p *Backend) ConvertSeeded(dst, src backend.Buf, N int, seed backend.Buf) {
+	start := p.now()
+	p.Backend.ConvertSeeded(dst, src, N, seed)
+	p.record("Convert", start, p.finish(), convertCost(N, dst.DType()))
+}
+
 func (p *Backend) GradStats(stats, grads backend.Buf, N, block int, clip, lossScale float64) {
 	start := p.now()
 	p.Backend.GradStats(stats, grads, N, block, clip, lossScale)

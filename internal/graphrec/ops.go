@@ -118,3 +118,7 @@ func (r *Backend) AdamWAll(params, grads, m, v backend.Buf, segs []backend.AdamW
 func (r *Backend) Convert(dst, src backend.Buf, N int, seed uint64) {
 	r.op(func() { r.inner.Convert(dst, src, N, seed) })
 }
+
+func (r *Backend) ConvertSeeded(dst, src backend.Buf, N int, seed backend.Buf) {
+	r.op(func() { r.inner.ConvertSeeded(dst, src, N, seed) })
+}

@@ -378,16 +378,21 @@ __device__ __forceinline__ void round_stochastic(fp16* p, float x, unsigned r) {
 }
 
 template <typename D, typename S>
-__device__ __forceinline__ void convert_t(D* dst, const S* src, long N, unsigned long long seed) {
+__device__ __forceinline__ void convert_t(D* dst, const S* src, long N, unsigned long long seed,
+                                          const unsigned* seedp) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     st(dst + i, ld(src + i));
 }
 
+// seedp, when not null, holds the seed instead of seed (ConvertSeeded): its low 32 bits, then
+// its high 32 bits (read as two words, so that any 4-byte aligned view of a buffer works).
 template <typename D>
-__device__ __forceinline__ void convert_t(D* dst, const float* src, long N, unsigned long long seed) {
+__device__ __forceinline__ void convert_t(D* dst, const float* src, long N, unsigned long long seed,
+                                          const unsigned* seedp) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
+    if (seedp) seed = (unsigned long long)seedp[0] | (unsigned long long)seedp[1] << 32;
     if (seed == 0) {
         st(dst + i, src[i]);
     } else {
@@ -397,8 +402,10 @@ __device__ __forceinline__ void convert_t(D* dst, const float* src, long N, unsi
 
 // Kernels named convert_DST_SRC, for the conversions the backend makes: fp32 to a 16-bit format
 // (the parameter copy) and back.
-#define CONVERT_KERNEL(D, S, NAME)                                                                             \
-    extern "C" __global__ void NAME(D* dst, const S* src, long N, unsigned long long seed) { convert_t(dst, src, N, seed); }
+#define CONVERT_KERNEL(D, S, NAME)                                                                                  \
+    extern "C" __global__ void NAME(D* dst, const S* src, long N, unsigned long long seed, const unsigned* seedp) { \
+        convert_t(dst, src, N, seed, seedp);                                                                        \
+    }
 CONVERT_KERNEL(bf16, float, convert_bf16_fp32)
 CONVERT_KERNEL(fp16, float, convert_fp16_fp32)
 CONVERT_KERNEL(float, bf16, convert_fp32_bf16)
