@@ -331,6 +331,17 @@ type MemoryBudgeter interface {
 	MemoryBudget() (MemoryBudget, error)
 }
 
+// BudgetOf is be's MemoryBudget as of now, or the zero budget (Free 0: unknown) when be is no
+// MemoryBudgeter or cannot say.
+func BudgetOf(be Backend) MemoryBudget {
+	if mb, ok := be.(MemoryBudgeter); ok {
+		if b, err := mb.MemoryBudget(); err == nil {
+			return b
+		}
+	}
+	return MemoryBudget{}
+}
+
 // HostMemory is implemented by backends whose buffers already live in host memory (the CPU):
 // HostFloats returns a buffer's elements without a copy, so checkpoint writers need no second
 // copy of the parameters and optimizer state. Checkpoint writers only read the slice; the host

@@ -21,7 +21,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpt2go/gpt2go/backend/profile"
 	"github.com/gpt2go/gpt2go/checkpoint"
 	"github.com/gpt2go/gpt2go/internal/atomicfile"
 	"github.com/gpt2go/gpt2go/train"
@@ -55,7 +54,7 @@ type Page struct {
 	Samples   []Sample
 	Attention *Picture
 	Notes     []string // sections left out, and why
-	Profile   *profile.Report
+	Profile   *Profile
 	Evals     []KV
 	Ckpts     []KV
 }

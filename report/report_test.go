@@ -66,6 +66,32 @@ func TestBuildFromRunDir(t *testing.T) {
 	}
 }
 
+// The run's profile.json (train.ProfileResult) gives the report its table and hints.
+func TestBuildWithProfile(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "run.json", `{"steps": 1}`)
+	write(t, dir, "log.jsonl", `{"step":1,"loss":3.0,"lr":0.001,"grad_norm":1,"ms":10,"tok_s":100}`+"\n")
+	write(t, dir, "profile.json", `{"version":1,"steps":2,"backend":"cpu","sync_each_op":true,"wall_ms":12.5,
+"rows":[{"name":"MatmulForward","kind":"op","calls":4,"self_ms":7.5,"total_ms":7.5,"self_pct":60}],
+"hints":["--n-embd 96 is not a multiple of 64: every matmul runs on ragged tiles"]}`)
+	p, err := Build(Options{RunDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Profile == nil || p.Profile.WallMs != 12.5 || len(p.Profile.Rows) != 1 || len(p.Profile.Hints) != 1 {
+		t.Fatalf("profile = %+v", p.Profile)
+	}
+	var html bytes.Buffer
+	if err := p.Render(&html); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`id="profile"`, "MatmulForward", "12.5 ms recorded", "hint: --n-embd 96 is not a multiple of 64"} {
+		if !strings.Contains(html.String(), want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+}
+
 func TestBuildRejectsNonRunDir(t *testing.T) {
 	_, err := Build(Options{RunDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "not a run directory") {

@@ -9,13 +9,20 @@ import (
 	"github.com/gpt2go/gpt2go/backend/profile"
 )
 
-// readProfile reads the JSON table `gpt2go profile --run RUNDIR` leaves in the run directory.
-func readProfile(path string) (*profile.Report, error) {
+// Profile is the op profile `gpt2go profile --run RUNDIR` leaves in the run directory: its table
+// and the pitfalls it named (train.ProfileResult, read as far as the report needs).
+type Profile struct {
+	*profile.Report
+	Hints []string `json:"hints"`
+}
+
+// readProfile reads RUNDIR's profile.
+func readProfile(path string) (*Profile, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var r profile.Report
+	r := Profile{Report: &profile.Report{}}
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("%s is not a profile table: %v; run `gpt2go profile` again", path, err)
 	}
@@ -99,7 +106,9 @@ footer { color: #8a93a6; font-size: 12px; text-align: center; }
 <p>{{.Backend}}; {{f1 .WallMs}} ms recorded{{if .SyncEachOp}} (synchronised after each op){{end}}. Self time excludes children; total time includes them (scopes).</p>
 <table><tr><th>name</th><th>kind</th><th>calls</th><th>self ms</th><th>total ms</th><th>self %</th><th>GFLOP</th><th>achieved</th></tr>
 {{range .Rows}}<tr><td>{{.Name}}{{if .Shape}} <small>{{.Shape}}</small>{{end}}</td><td>{{.Kind}}</td><td class="n">{{.Calls}}</td><td class="n">{{f2 .SelfMs}}</td><td class="n">{{f2 .TotalMs}}</td><td class="n">{{f1 .SelfPct}}</td><td class="n">{{gflop .Flops}}</td><td class="n">{{rate .}}</td></tr>
-{{end}}</table></section>{{end}}
+{{end}}</table>
+{{range .Hints}}<p>hint: {{.}}</p>
+{{end}}</section>{{end}}
 
 <section id="samples"><h2>Samples over time</h2>
 {{range .Samples}}<details open><summary>step {{.Step}}</summary><pre>{{.Text}}</pre></details>

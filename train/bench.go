@@ -79,6 +79,12 @@ type StepCalls struct {
 	LaunchMs float64 `json:"launch_ms"` // host time in the launch calls
 }
 
+// String says what the host queued per step, as bench and profile print it.
+func (c *StepCalls) String() string {
+	return fmt.Sprintf("per step, the host queued %.0f kernel launches (%.2f ms of host time), %.0f graph launches and %.0f copies",
+		c.Launches, c.LaunchMs, c.Graphs, c.Copies)
+}
+
 // LaunchHint names the cost of launching a step's kernels one by one when a step makes more
 // than 50 launches and graphs are off (measured: the host's time in the launch calls), and
 // the way to replay them as graphs; "" otherwise.
@@ -229,10 +235,7 @@ func BenchGraphs(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, w
 		PeakRSSMB:  float64(PeakRSS()) / (1 << 20),
 	}
 	if cc, ok := be.(backend.CallCounter); ok {
-		d := cc.HostCalls().Sub(calls0)
-		n := float64(steps)
-		res.Calls = &StepCalls{Launches: float64(d.Launches) / n, Graphs: float64(d.Graphs) / n, Copies: float64(d.Copies) / n,
-			LaunchMs: d.LaunchTime.Seconds() * 1000 / n}
+		res.Calls = stepCallsOf(cc.HostCalls().Sub(calls0), steps)
 	}
 	if graphs != nil && !graphs.off {
 		graphsNote = fmt.Sprintf("on: %d graphs recorded and replayed", graphs.recorded())

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/backend/profile"
 	"github.com/gpt2go/gpt2go/gpt"
 )
 
@@ -67,5 +68,41 @@ func TestLaunchHint(t *testing.T) {
 		if h := r.LaunchHint(); h != "" {
 			t.Errorf("%s: hint %q, want none", name, h)
 		}
+	}
+}
+
+// profileHints adds to Pitfalls' hints what the profile's table measured: the LM head's
+// matmuls (the rows whose OC is the vocabulary) for a ragged vocabulary, every matmul for a
+// ragged width; and names copies over 5% of the time and over 50 launches per step.
+func TestProfileHints(t *testing.T) {
+	cfg := gpt.Config{NumLayers: 2, NumHeads: 4, Channels: 96, BlockSize: 64, VocabSize: 1000, PaddedVocabSize: 1000}
+	table := &profile.Report{Rows: []profile.Row{
+		{Name: "step", Kind: "scope", Calls: 2, SelfMs: 1, TotalMs: 20, SelfPct: 5, TotalPct: 100},
+		{Name: "MatmulForward", Kind: "op", Shape: "N=256 C=96 OC=1000", Calls: 2, SelfMs: 2, SelfPct: 10},
+		{Name: "MatmulBackward", Kind: "op", Shape: "N=256 C=96 OC=1000", Calls: 2, SelfMs: 2.4, SelfPct: 12},
+		{Name: "MatmulBackward", Kind: "op", Shape: "N=256 C=96 OC=288", Calls: 4, SelfMs: 4, SelfPct: 20},
+		{Name: "Upload", Kind: "op", Shape: "N=3", Calls: 2, SelfMs: 0.4, SelfPct: 2},
+		{Name: "UploadInt32", Kind: "op", Shape: "N=256", Calls: 4, SelfMs: 0.8, SelfPct: 4},
+	}}
+	calls := &StepCalls{Launches: 300, LaunchMs: 1.5}
+	hints := profileHints(cfg, 4, 64, gpt.Precision{}, backend.MemoryBudget{}, false, table, 2, calls)
+	text := strings.Join(hints, "\n")
+	for _, want := range []string{
+		"the LM head's matmuls took 2.20 ms per step, 22% of the recorded time",
+		"--n-embd 96 is not a multiple of 64: every matmul runs on ragged tiles (measured here: the matmuls took 4.20 ms per step, 42%",
+		"3 host<->device copies per step took 0.60 ms per step, 6% of the recorded time",
+		"300 kernel launches per step took the host 1.50 ms per step",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("hints lack %q:\n%s", want, text)
+		}
+	}
+	if len(hints) != 4 {
+		t.Errorf("%d hints, want 4:\n%s", len(hints), text)
+	}
+	cfg.PaddedVocabSize, cfg.Channels = 1024, 128
+	table.Rows = table.Rows[:5] // copies 2%
+	if hints := profileHints(cfg, 4, 64, gpt.Precision{}, backend.MemoryBudget{}, false, table, 2, &StepCalls{Launches: 40}); len(hints) != 0 {
+		t.Errorf("a padded model with few copies and launches got hints: %v", hints)
 	}
 }

@@ -33,6 +33,8 @@ type ProfileOptions struct {
 	Profile profile.Options
 	// Progress gets a progress bar with an ETA over the steps; nil for none.
 	Progress io.Writer
+	// GPU says the backend is a GPU, for the hints about filling it (Pitfalls).
+	GPU bool
 }
 
 // ProfileResult is the outcome of Profile; as JSON it is the file the run report reads.
@@ -54,6 +56,11 @@ type ProfileResult struct {
 	*profile.Report
 	// Trace is the timeline of the profiled steps (Chrome trace-event format).
 	Trace *profile.Trace `json:"-"`
+	// Calls is what the host queued per profiled step, on a backend that counts it (a GPU).
+	// A profile runs every op directly: it times them one by one, which a graph would hide.
+	Calls *StepCalls `json:"host_calls,omitempty"`
+	// Hints are the pitfalls found, with what the profile measured of them (profileHints).
+	Hints []string `json:"hints,omitempty"`
 }
 
 // Profile builds the model on a profiling wrapper around be, runs Warmup unrecorded training steps
@@ -74,6 +81,7 @@ func runProfile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*
 		return nil, nil, err
 	}
 	B, T := cfg.BatchSize, cfg.SeqLen
+	budget := backend.BudgetOf(be) // before the model allocates, for the micro-batch that would fit
 	prof := profile.WrapOptions(be, opts.Profile)
 	model, err := gpt.NewWithPrecision(prof, cfg.Model, B, T, cfg.ModelPrecision())
 	if err != nil {
@@ -105,12 +113,17 @@ func runProfile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*
 	bar := progress.New(opts.Progress, int64(opts.Warmup+opts.Steps), "profile", "steps")
 	defer bar.Finish()
 	var profiled time.Duration
+	counter, _ := be.(backend.CallCounter)
+	var calls0 backend.HostCalls
 	for i := range opts.Warmup + opts.Steps {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, fmt.Errorf("interrupted at step %d of %d", i, opts.Warmup+opts.Steps)
 		}
 		if i == opts.Warmup {
 			prof.Reset()
+			if counter != nil {
+				calls0 = counter.HostCalls()
+			}
 		}
 		start := time.Now()
 		prof.Begin("step")
@@ -133,6 +146,10 @@ func runProfile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*
 	res.TokPerSec = float64(B*T*cfg.GradAccum) / sec
 	res.Report = prof.Report(opts.ByShape)
 	res.Report.PeakGFlops = peak
+	if counter != nil {
+		res.Calls = stepCallsOf(counter.HostCalls().Sub(calls0), opts.Steps)
+	}
+	res.Hints = profileHints(cfg.Model, B, T, cfg.ModelPrecision(), budget, opts.GPU, prof.Report(true), opts.Steps, res.Calls)
 	res.Trace = prof.Trace(map[string]any{
 		"model": cfg.Model, "batch_size": B, "seq_len": T, "grad_accum": cfg.GradAccum,
 		"warmup_steps": opts.Warmup, "steps": opts.Steps,

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -123,6 +124,13 @@ func TestProfileTable(t *testing.T) {
 	}
 	if res.StepMs <= 0 || res.TokPerSec <= 0 || res.Trace == nil || len(res.Trace.TraceEvents) < 100 {
 		t.Errorf("result: %v ms/step, %v tok/s, trace %v", res.StepMs, res.TokPerSec, res.Trace != nil)
+	}
+	// C=32 is not a multiple of 64 (the padded vocabulary, 64, is): the width's hint, with the
+	// matmuls' measured time; the CPU counts no launches.
+	hints := strings.Join(res.Hints, "\n")
+	if !strings.Contains(hints, "--n-embd 32 is not a multiple of 64") || !strings.Contains(hints, "measured here: the matmuls took") ||
+		strings.Contains(hints, "vocabulary") || res.Calls != nil {
+		t.Errorf("hints (calls %v):\n%s", res.Calls, hints)
 	}
 }
 

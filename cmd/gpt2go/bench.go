@@ -73,12 +73,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer stop()
 	// The budget before the model allocates, for the micro-batch that would fit.
-	var budget backend.MemoryBudget
-	if mb, ok := be.(backend.MemoryBudgeter); ok {
-		if b, err := mb.MemoryBudget(); err == nil {
-			budget = b
-		}
-	}
+	budget := backend.BudgetOf(be)
 	res, err := train.BenchGraphs(be, cfg, dev.modelPrecision(), B, T, warmup, steps, !dev.graphs)
 	if err != nil {
 		return err
@@ -114,8 +109,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "cuda graphs: %s\n", res.Graphs)
 	}
 	if c := res.Calls; c != nil {
-		fmt.Fprintf(stdout, "per step, the host queued %.0f kernel launches (%.2f ms of host time), %.0f graph launches and %.0f copies\n",
-			c.Launches, c.LaunchMs, c.Graphs, c.Copies)
+		fmt.Fprintln(stdout, c)
 	}
 	for _, h := range res.Hints {
 		fmt.Fprintf(stdout, "hint: %s\n", h)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/gpt2go/gpt2go/backend/cuda"
 	"github.com/gpt2go/gpt2go/backend/profile"
 	"github.com/gpt2go/gpt2go/data"
 	"github.com/gpt2go/gpt2go/internal/atomicfile"
@@ -113,6 +114,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if runDir == "" || set["precision"] { // else the run's own precision
 		opts.Config.Precision = dev.precision
 	}
+	_, opts.GPU = be.(*cuda.Backend)
 	res, err := train.Profile(ctx, be, opts)
 	if err != nil {
 		return err
@@ -133,6 +135,12 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		res.Report.WallMs, sync)
 	if res.Report.PeakGFlops > 0 {
 		fmt.Fprintf(stdout, "%% peak is of the backend's measured matmul peak, %.1f GFLOP/s\n", res.Report.PeakGFlops)
+	}
+	if res.Calls != nil {
+		fmt.Fprintln(stdout, res.Calls)
+	}
+	for _, h := range res.Hints {
+		fmt.Fprintf(stdout, "hint: %s\n", h)
 	}
 	if tracePath != "" {
 		if err := writeJSONFile(tracePath, res.Trace); err != nil {

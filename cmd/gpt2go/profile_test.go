@@ -82,6 +82,10 @@ func TestProfileMatchesTrainingAndRun(t *testing.T) {
 	if !strings.Contains(out, "json: "+filepath.Join(runDir, train.ProfileFile)) || res.GradAccum != 2 || res.Data == "" || res.Steps != 1 {
 		t.Errorf("profile --run: grad accum %d, data %q, steps %d; output:\n%s", res.GradAccum, res.Data, res.Steps, out)
 	}
+	// --n-embd 16 is not a multiple of 64: the hint, printed and kept for the report.
+	if !strings.Contains(out, "hint: --n-embd 16 is not a multiple of 64") || len(res.Hints) == 0 {
+		t.Errorf("profile --run: hints %q; output:\n%s", res.Hints, out)
+	}
 	// gpt2go report reads the same file as a bare profile table.
 	raw, err := os.ReadFile(filepath.Join(runDir, train.ProfileFile))
 	if err != nil {
