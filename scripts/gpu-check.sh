@@ -149,9 +149,15 @@ else
   row "PyTorch peer" "SKIP" "no PyTorch with CUDA for $py"
 fi
 
-# Where the 124M TF32 step's time goes: the op table, synced after every op.
-"$bin/gpt2go" profile --device cuda --precision tf32 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 1 --steps 2 \
-  > "$work/profile-124m.txt" 2>&1 || row "profile 124M B16 T1024" "FAIL" "$(tail -1 "$work/profile-124m.txt")"
+# Where the 124M bf16 step's time goes: the op table by shape, synced after every op. Its copy
+# rows (UploadInt32: the tokens, targets and index) decide whether a separate copy stream would
+# pay (docs/performance.md); its host-calls line counts the launches a graph replaces.
+"$bin/gpt2go" profile --device cuda --precision bf16 --model gpt2 --batch-size 16 --seq-len 1024 --warmup-steps 1 --steps 2 --by-shape \
+  > "$work/profile-124m.txt" 2>&1 && {
+  row "profile 124M bf16: token uploads" "ok" "$(awk '$1 == "UploadInt32" {printf "%s: %s calls, %s ms, %s; ", $2, $3, $4, $6}' "$work/profile-124m.txt" | head -c 160)"
+  row "profile 124M bf16: host calls" "ok" "$(grep -m1 'per step, the host queued' "$work/profile-124m.txt" || echo 'not counted')"
+  row "profile 124M bf16: hints" "ok" "$(grep -c '^hint:' "$work/profile-124m.txt") (in profile-124m.txt)"
+} || row "profile 124M B16 T1024" "FAIL" "$(tail -1 "$work/profile-124m.txt")"
 
 # Only pip's nvidia-* wheels: the CUDA toolkit's folders (/usr/local/cuda*) renamed for one run and
 # LD_LIBRARY_PATH emptied, so NVRTC and cuBLASLt must come from site-packages/nvidia/*/lib.
