@@ -71,6 +71,18 @@ type Comm interface {
 	Close() error
 }
 
+// Overlapper is implemented by communicators whose all-reduces can run beside the backend's ops
+// rather than in order with them (NCCL on a second CUDA stream), so that DDP sums each layer's
+// gradient while backward computes the layers below without a goroutine waiting in the
+// collective (what a host-memory communicator such as MPI needs instead).
+type Overlapper interface {
+	// AllReduceBeside queues AllReduce(buf, 1) of each of bufs behind the ops queued so far,
+	// without holding up the ops queued after it, which must not touch bufs until JoinBeside.
+	AllReduceBeside(bufs []backend.Buf) error
+	// JoinBeside makes the ops queued after it wait for every AllReduceBeside before it.
+	JoinBeside() error
+}
+
 // ExitTimeout is the exit status of a process whose communicator timed out.
 const ExitTimeout = 124
 

@@ -61,7 +61,8 @@ for spec in cuda:TestOps16MatchCPU cuda:TestConvertMatchesCPUBits gpt:TestCUDAMi
     bert:TestCUDAForwardBackwardMatchesPyTorch bert:TestCUDATenAdamWStepsMatchPyTorch bert:TestCUDAMixedPrecisionMatchesPyTorch \
     cuda:TestAttentionTensorCores cuda:TestMatmulTuning cuda:TestCrossEntropyPaths gpt:TestCUDAForwardTrainMatchesForward \
     cuda:TestGeluFusion cuda:TestGradStatsOnGPU cuda:TestAdamWAllOnGPU cuda:TestElementwiseVectorised cuda:TestAsyncDownload \
-    cuda:TestEncoderBackwardPaths cuda:TestGraphReplays cuda:TestGraphRefusesHostWork train:TestCUDAPipelinedStepsMatch; do
+    cuda:TestEncoderBackwardPaths cuda:TestGraphReplays cuda:TestGraphRefusesHostWork train:TestCUDAPipelinedStepsMatch \
+    cuda:TestSideStreamOrder; do
   t=${spec%%:*} name=${spec#*:}
   log=$work/test-$t.log
   [ -f "$log" ] || continue
@@ -229,14 +230,17 @@ if "$py" -c 'import torch.distributed.run' 2>/dev/null && [ -n "$GPT2GO_SHAKESPE
       --cache-dir "$work/cache" --force --tensorboard=false)
   losses() { grep -o '"loss":[^,]*\|"val_loss":[^,}]*' "$1/log.jsonl" 2>/dev/null; }
   "$bin/gpt2go" "${dp[@]}" --out "$work/dp-plain" > "$work/dp-plain.log" 2>&1
-  for zero in 0 1; do
-    if "$py" -m torch.distributed.run --no-python --standalone --nproc-per-node=1 "$bin/gpt2go" "${dp[@]}" --zero $zero \
-        --out "$work/dp-zero$zero" > "$work/dp-zero$zero.log" 2>&1; then
-      same=$(cmp -s <(losses "$work/dp-plain") <(losses "$work/dp-zero$zero") && echo "equal" || echo "DIFFERENT")
+  # DDP sums each layer's gradient on a second stream during backward (--overlap-grads, the
+  # default); =false sums the whole gradient after backward on the main stream.
+  for mode in "--zero 0" "--zero 0 --overlap-grads=false" "--zero 1"; do
+    tag=$(echo "$mode" | sed 's/[^a-z0-9]//g')
+    if "$py" -m torch.distributed.run --no-python --standalone --nproc-per-node=1 "$bin/gpt2go" "${dp[@]}" $mode \
+        --out "$work/dp-$tag" > "$work/dp-$tag.log" 2>&1; then
+      same=$(cmp -s <(losses "$work/dp-plain") <(losses "$work/dp-$tag") && echo "equal" || echo "DIFFERENT")
       st=ok; [ "$same" != equal ] && st=FAIL
-      row "torchrun 1 rank, NCCL, --zero $zero" "$st" "losses vs a plain run: $same; $(grep -m1 -o 'NCCL [^,]*' "$work/dp-zero$zero.log")"
+      row "torchrun 1 rank, NCCL, $mode" "$st" "losses vs a plain run: $same; $(grep -m1 -o 'NCCL [^,]*' "$work/dp-$tag.log")"
     else
-      row "torchrun 1 rank, NCCL, --zero $zero" "FAIL" "$(tail -1 "$work/dp-zero$zero.log" | cut -c1-150)"
+      row "torchrun 1 rank, NCCL, $mode" "FAIL" "$(tail -1 "$work/dp-$tag.log" | cut -c1-150)"
     fi
   done
 else

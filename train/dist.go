@@ -133,12 +133,17 @@ func (t *Trainer) reduceGrads() (float64, error) {
 }
 
 // overlapGrads says whether DDP all-reduces the gradient layer by layer during backward
-// (Options.OverlapGrads): host-memory communicators only, whose collectives a goroutine of their
-// own can wait in while backward computes. NCCL would need its own stream for it (not yet), and
-// ZeRO-1's reduce-scatter splits the flat gradient into shards that layers do not follow.
+// (Options.OverlapGrads): with a communicator that runs collectives beside the backend's ops
+// (dist.Overlapper: NCCL on a second stream), or with a host-memory backend, where a goroutine
+// of its own waits in each collective (MPI) while backward computes. ZeRO-1's reduce-scatter
+// splits the flat gradient into shards that layers do not follow.
 func (t *Trainer) overlapGrads() bool {
+	if !t.opts.OverlapGrads || !t.distributed() || t.opts.Zero {
+		return false
+	}
 	_, host := t.be.(backend.HostMemory)
-	return t.opts.OverlapGrads && t.distributed() && !t.opts.Zero && host
+	_, beside := t.comm.(dist.Overlapper)
+	return host || beside
 }
 
 // backward runs this rank's backward pass of a micro-batch (first: the step's first, into zeroed
@@ -149,6 +154,9 @@ func (t *Trainer) overlapGrads() bool {
 func (t *Trainer) backward(lossScale float32, first, last bool) error {
 	if !last || !t.overlapGrads() {
 		return t.task.backward(lossScale, first)
+	}
+	if ov, ok := t.comm.(dist.Overlapper); ok {
+		return t.backwardBeside(ov, lossScale, first)
 	}
 	queue, done := make(chan []backend.Buf, 256), make(chan error, 1)
 	var busy time.Duration
@@ -172,6 +180,28 @@ func (t *Trainer) backward(lossScale float32, first, last bool) error {
 	cerr := <-done
 	t.commWait += time.Since(start)
 	t.commTime += busy
+	t.gradsReduced = true
+	if err != nil {
+		return err
+	}
+	return cerr
+}
+
+// backwardBeside is backward with each piece of the gradient all-reduced beside the ops that
+// follow it (dist.Overlapper): queued at once, on the GPU while backward goes on, and joined
+// before the ops after backward. The step's communication time is the host's in those calls;
+// the GPU's time in them is not the host's to measure.
+func (t *Trainer) backwardBeside(ov dist.Overlapper, lossScale float32, first bool) error {
+	var cerr error
+	t.w.StreamGrads(func(views []backend.Buf) {
+		if cerr == nil {
+			cerr = t.timed(func() error { return ov.AllReduceBeside(views) })
+		}
+	})
+	err := t.task.backward(lossScale, first)
+	if jerr := t.timed(ov.JoinBeside); cerr == nil {
+		cerr = jerr
+	}
 	t.gradsReduced = true
 	if err != nil {
 		return err

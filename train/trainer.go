@@ -64,8 +64,9 @@ type Options struct {
 	NoGraphs bool
 
 	// OverlapGrads makes DDP all-reduce each layer's gradient as soon as backward has produced
-	// it, on a goroutine of its own, while backward goes on (host-memory communicators: MPI);
-	// otherwise the whole gradient is all-reduced after backward.
+	// it, while backward goes on: on a second stream with a dist.Overlapper (NCCL), on a
+	// goroutine of its own with a host-memory backend (MPI); otherwise the whole gradient is
+	// all-reduced after backward.
 	OverlapGrads bool
 }
 

@@ -26,6 +26,10 @@ type Device struct {
 	// reaching the driver.
 	capturing bool
 	calls     backend.HostCalls // what the host queued (HostCalls)
+	// side is a second stream for work beside the ops (comm.go: Fork, Join), created on first
+	// use, with the events that order it against the main stream.
+	side           uintptr
+	forkEv, joinEv uintptr
 }
 
 // OpenDevice opens GPU ordinal with the driver's primary context and a new stream.
@@ -174,13 +178,19 @@ func (g *Device) Memset16(p uintptr, value uint16, n int64) error {
 	return g.drv.check("cuMemsetD16Async", first(purego.SyscallN(g.drv.memsetD16Async, p, uintptr(value), uintptr(n), g.stream)))
 }
 
-// Sync waits for all work queued on the device's stream.
+// Sync waits for all work queued on the device's stream, and on the side stream if there is one.
 func (g *Device) Sync() error {
 	if err := g.refuseInCapture("waiting for the GPU"); err != nil {
 		return err
 	}
 	defer g.bind()()
-	return g.drv.check("cuStreamSynchronize", first(purego.SyscallN(g.drv.streamSynchronize, g.stream)))
+	if err := g.drv.check("cuStreamSynchronize", first(purego.SyscallN(g.drv.streamSynchronize, g.stream))); err != nil {
+		return err
+	}
+	if g.side == 0 {
+		return nil
+	}
+	return g.drv.check("cuStreamSynchronize (side stream)", first(purego.SyscallN(g.drv.streamSynchronize, g.side)))
 }
 
 // Module is loaded GPU code.

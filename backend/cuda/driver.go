@@ -18,7 +18,7 @@ type Driver struct {
 	init, driverGetVersion, deviceGetCount, deviceGet, deviceGetName, deviceGetAttribute, deviceTotalMem,
 	primaryCtxRetain, ctxSetCurrent, ctxGetCurrent, ctxSynchronize, memGetInfo, memAlloc, memFree,
 	memcpyHtoD, memcpyDtoH, memcpyHtoDAsync, memcpyDtoHAsync, memcpyDtoDAsync, memsetD32Async, memsetD16Async,
-	moduleLoadData, moduleGetFunction, funcSetAttribute, launchKernel, streamCreate, streamSynchronize,
+	moduleLoadData, moduleGetFunction, funcSetAttribute, launchKernel, streamCreate, streamSynchronize, streamWaitEvent,
 	eventCreate, eventRecord, eventSynchronize, eventQuery, eventElapsedTime, memAllocHost, getErrorName, getErrorString uintptr
 
 	handle    uintptr   // libcuda's, from dlopen
@@ -73,6 +73,7 @@ func loadDriver() (*Driver, error) {
 		"cuLaunchKernel":           &d.launchKernel,
 		"cuStreamCreate":           &d.streamCreate,
 		"cuStreamSynchronize":      &d.streamSynchronize,
+		"cuStreamWaitEvent":        &d.streamWaitEvent,
 		"cuEventCreate":            &d.eventCreate,
 		"cuEventRecord":            &d.eventRecord,
 		"cuEventSynchronize":       &d.eventSynchronize,

@@ -69,7 +69,7 @@ type lib struct {
 	version                                                           int
 	getUniqueID, allReduce, reduceScatter, allGather, broadcast       uintptr
 	getAsyncError, commAbort, commDestroy, getErrorString, getVersion uintptr
-	redOpCreatePreMulSum, redOpDestroy                                uintptr
+	redOpCreatePreMulSum, redOpDestroy, groupStart, groupEnd          uintptr
 	commInitRank                                                      func(comm *uintptr, nranks int32, id uniqueID, rank int32) int32 // the id by value
 }
 
@@ -95,6 +95,8 @@ func loadLib() (*lib, error) {
 		"ncclGetVersion":           &l.getVersion,
 		"ncclRedOpCreatePreMulSum": &l.redOpCreatePreMulSum, // NCCL 2.11
 		"ncclRedOpDestroy":         &l.redOpDestroy,
+		"ncclGroupStart":           &l.groupStart,
+		"ncclGroupEnd":             &l.groupEnd,
 	})
 	if err != nil {
 		return nil, err
@@ -269,6 +271,50 @@ func (c *Comm) AllReduce(buf backend.Buf, scale float32) error {
 		return first(purego.SyscallN(c.l.allReduce, p, p, uintptr(buf.Len()), ncclFloat32, op, c.comm, c.dev.Stream()))
 	})
 }
+
+// AllReduceBeside (dist.Overlapper) queues the sums of bufs over the ranks, in one NCCL group, on
+// the device's side stream: behind the ops queued so far (cuda.Device.Fork) and beside the ops
+// queued after, which must leave bufs alone until JoinBeside. DDP hands it each layer's gradient
+// as backward finishes the layer. Each element is summed as AllReduce sums it (a group changes
+// how NCCL schedules the calls, not the arithmetic of each).
+func (c *Comm) AllReduceBeside(bufs []backend.Buf) error {
+	ptrs := make([]uintptr, len(bufs))
+	for i, b := range bufs {
+		p, err := c.device("all-reduce", b, false)
+		if err != nil {
+			return err
+		}
+		ptrs[i] = p
+	}
+	if len(bufs) == 0 {
+		return nil
+	}
+	if err := c.asyncError(); err != nil {
+		return err
+	}
+	side, err := c.dev.SideStream()
+	if err != nil {
+		return err
+	}
+	if err := c.dev.Fork(); err != nil {
+		return err
+	}
+	defer c.dev.Bind()()
+	if err := c.l.check("ncclGroupStart", first(purego.SyscallN(c.l.groupStart))); err != nil {
+		return err
+	}
+	for i, p := range ptrs {
+		if err := c.l.check("ncclAllReduce", first(purego.SyscallN(c.l.allReduce, p, p, uintptr(bufs[i].Len()), ncclFloat32, ncclSum, c.comm, side))); err != nil {
+			purego.SyscallN(c.l.groupEnd)
+			return err
+		}
+	}
+	return c.l.check("ncclGroupEnd", first(purego.SyscallN(c.l.groupEnd)))
+}
+
+// JoinBeside (dist.Overlapper) makes the ops queued from now on wait for every AllReduceBeside
+// queued before.
+func (c *Comm) JoinBeside() error { return c.dev.Join() }
 
 // ReduceScatter is NCCL's in place: the receive buffer is the rank's own shard of the send buffer.
 func (c *Comm) ReduceScatter(buf backend.Buf, scale float32) error {

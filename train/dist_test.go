@@ -1,0 +1,110 @@
+package train
+
+import (
+	"bytes"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/backend/cpu"
+	"github.com/gpt2go/gpt2go/dist"
+)
+
+// besideComm is a one-rank communicator that runs all-reduces "beside" the ops (dist.Overlapper)
+// the way the CPU can: it keeps each handed-over buffer's values and, at JoinBeside, checks that
+// nothing wrote them in between (the contract backward must keep while NCCL sums them on a second
+// stream), then sums them (over one rank: as they are).
+type besideComm struct {
+	*dist.Single
+	be              backend.Backend
+	pending         []backend.Buf
+	kept            [][]float32
+	elems, pieces   int
+	joins, reduces  int
+	overwritten     string
+	perStepElements []int
+}
+
+func (c *besideComm) AllReduce(buf backend.Buf, scale float32) error {
+	c.reduces++
+	return c.Single.AllReduce(buf, scale)
+}
+
+func (c *besideComm) AllReduceBeside(bufs []backend.Buf) error {
+	c.pieces++
+	for _, b := range bufs {
+		host := make([]float32, b.Len())
+		c.be.Download(host, b)
+		c.pending, c.kept = append(c.pending, b), append(c.kept, host)
+		c.elems += b.Len()
+	}
+	return nil
+}
+
+func (c *besideComm) JoinBeside() error {
+	c.joins++
+	for i, b := range c.pending {
+		now := make([]float32, b.Len())
+		c.be.Download(now, b)
+		for j := range now {
+			if math.Float32bits(now[j]) != math.Float32bits(c.kept[i][j]) && c.overwritten == "" {
+				c.overwritten = "a handed-over gradient changed before JoinBeside"
+			}
+		}
+		if err := c.Single.AllReduce(b, 1); err != nil {
+			return err
+		}
+	}
+	c.perStepElements = append(c.perStepElements, c.elems)
+	c.pending, c.kept, c.elems = nil, nil, 0
+	return nil
+}
+
+// With a communicator that all-reduces beside the ops (NCCL's second stream; here a CPU stand-in
+// that checks the contract), DDP hands every gradient element over exactly once per step, from
+// the last micro-batch's backward, layer by layer, joins once, never all-reduces the whole
+// gradient, and trains to the same bits as the whole-gradient all-reduce after backward.
+func TestGradsReducedBesideBackward(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.GradAccum, cfg.Steps = 2, 4
+	be := cpu.New(2)
+	dirs := map[bool]string{}
+	var beside *besideComm
+	for _, overlap := range []bool{false, true} {
+		dirs[overlap] = filepath.Join(t.TempDir(), "run")
+		var comm dist.Comm = dist.NewSingle(be)
+		if overlap {
+			beside = &besideComm{Single: dist.NewSingle(be), be: be}
+			comm = beside
+		}
+		var out bytes.Buffer
+		if _, err := runTrain(t, Options{Config: cfg, RunDir: dirs[overlap], Backend: be, Comm: comm, OverlapGrads: overlap, Out: &out}); err != nil {
+			t.Fatal(err)
+		}
+		if on := strings.Contains(out.String(), "all-reduce per layer during backward"); on != overlap {
+			t.Errorf("overlap %v: the log says per-layer all-reduce is on: %v\n%s", overlap, on, out.String())
+		}
+	}
+	n := cfg.Model.NumParams()
+	if beside.joins != cfg.Steps || beside.reduces != 0 || beside.overwritten != "" {
+		t.Errorf("%d joins (want %d), %d whole all-reduces (want 0), %s", beside.joins, cfg.Steps, beside.reduces, beside.overwritten)
+	}
+	if want := cfg.Steps * (cfg.Model.NumLayers + 1); beside.pieces != want {
+		t.Errorf("%d pieces handed over, want %d (each layer, then the rest, once per step)", beside.pieces, want)
+	}
+	for step, e := range beside.perStepElements {
+		if e != n {
+			t.Errorf("step %d: %d gradient elements handed over, want %d", step+1, e, n)
+		}
+	}
+	want, got := logEntries(t, dirs[false]), logEntries(t, dirs[true])
+	for step, w := range want {
+		for k, v := range w {
+			if k != "ms" && k != "tok_s" && !strings.HasPrefix(k, "comm") && !strings.HasPrefix(k, "mfu") && got[step][k] != v {
+				t.Errorf("step %d: %s = %v beside backward, %v after it", step, k, got[step][k], v)
+			}
+		}
+	}
+}
