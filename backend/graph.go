@@ -1,5 +1,7 @@
 package backend
 
+import "errors"
+
 // Grapher is implemented by backends that can record the work queued between BeginCapture and
 // EndCapture and replay it later as one launch (a CUDA graph: one launch for a training step's
 // hundreds of kernels, and nothing for the host to do while they run).
@@ -19,9 +21,15 @@ type Grapher interface {
 	EndCapture() (Graph, error)
 }
 
+// ErrGraphStale is what Graph.Launch returns, without launching, when memory the graph uses has
+// moved since it was recorded (a backend's scratch buffer regrown for a larger op): the caller
+// closes the graph, runs the work directly and may record it again.
+var ErrGraphStale = errors.New("memory the graph uses has moved since it was recorded")
+
 // Graph is recorded work.
 type Graph interface {
-	// Launch queues the recorded work behind the work queued so far.
+	// Launch queues the recorded work behind the work queued so far, or returns an error
+	// wrapping ErrGraphStale and queues nothing.
 	Launch() error
 	// Close frees the graph; it cannot be launched again.
 	Close() error

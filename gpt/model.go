@@ -310,6 +310,12 @@ func (m *Model) SetBatch(inputs, targets []int32, B, T int) error {
 // ForwardTrainBatch is ForwardTrain on the batch of the last SetBatch, which had targets,
 // without reading the loss: QueueLosses queues its copy to the host.
 func (m *Model) ForwardTrainBatch(lossScale float32) error {
+	if m.cur == nil && m.batch != nil {
+		// After a backward: the batch is still on the backend, and a forward rewrites the
+		// logits that backward turned into dlogits (a step run again after a failed graph
+		// recording, which ran nothing but went through the host's side of it).
+		m.cur = m.batch
+	}
 	if m.cur == nil || !m.curTargets {
 		return fmt.Errorf("ForwardTrainBatch needs a batch with targets (SetBatch)")
 	}

@@ -1,6 +1,10 @@
 package train
 
-import "github.com/gpt2go/gpt2go/backend"
+import (
+	"errors"
+
+	"github.com/gpt2go/gpt2go/backend"
+)
 
 // A training step's backend work can be recorded as graphs (backend.Grapher: CUDA graphs) and
 // replayed, one launch for hundreds of kernels. The step is cut where the host takes part:
@@ -16,7 +20,8 @@ import "github.com/gpt2go/gpt2go/backend"
 // holds: one process (data parallel runs exchange gradients on the host), no fp16 loss
 // scaling (its scale changes the ops' arguments), a GPT model. Stochastic rounding's seed is
 // uploaded with the learning rate (gpt.Trainable.SetUpdateStep). A recording that fails (the backend names what it refused) turns graphs off for
-// the rest of the run, with a line in the log, and the step runs without them: same bits.
+// the rest of the run, with a line in the log, and the step runs without them: same bits. A
+// graph whose memory has moved since (backend.ErrGraphStale) is dropped and recorded again.
 
 // stepGraphs records and replays the parts of a step.
 type stepGraphs struct {
@@ -38,7 +43,16 @@ func (s *stepGraphs) run(key string, work func() error) error {
 		return work()
 	}
 	if gr := s.graphs[key]; gr != nil {
-		return gr.Launch()
+		err := gr.Launch()
+		if !errors.Is(err, backend.ErrGraphStale) {
+			return err
+		}
+		// Memory it used has moved (scratch regrown): run the work directly, record it again
+		// at its next use.
+		gr.Close()
+		delete(s.graphs, key)
+		s.logf("cuda graphs: %q is recorded again: %v", key, err)
+		return work()
 	}
 	if !s.warm[key] {
 		s.warm[key] = true

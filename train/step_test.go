@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -146,24 +147,78 @@ func pipelinedStepsMatch(t *testing.T, be backend.Backend, cfg Config) {
 	if clipped == 0 {
 		t.Error("no step was clipped; the test should exercise the clip factor")
 	}
-	final := func(dir string) []float32 {
-		entries, err := checkpoint.List(dir)
-		if err != nil || len(entries) == 0 {
-			t.Fatalf("%s: %v", dir, err)
-		}
-		ck, err := checkpoint.Load(entries[len(entries)-1].Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ck.Params
-	}
-	w := final(dirs["sync"])
+	w := finalParams(t, dirs["sync"])
 	for _, name := range names[1:] {
-		for i, x := range final(dirs[name]) {
+		for i, x := range finalParams(t, dirs[name]) {
 			if math.Float32bits(x) != math.Float32bits(w[i]) {
 				t.Fatalf("%s: final parameter %d = %v, sync run %v", name, i, x, w[i])
 			}
 		}
+	}
+}
+
+// finalParams are the weights of a run's last checkpoint.
+func finalParams(t *testing.T, dir string) []float32 {
+	t.Helper()
+	entries, err := checkpoint.List(dir)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("%s: %v", dir, err)
+	}
+	ck, err := checkpoint.Load(entries[len(entries)-1].Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck.Params
+}
+
+// When the device refuses every recording, the run goes on without graphs; when a graph's memory
+// moves (backend.ErrGraphStale), the work runs directly and is recorded again. Either way the
+// numbers are those of a run that never recorded a graph, bit for bit.
+func TestGraphFallbacks(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.GradAccum, cfg.Steps = 2, 8
+	ref := filepath.Join(t.TempDir(), "direct")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: ref, pipeline: pipelineOff, NoGraphs: true}); err != nil {
+		t.Fatal(err)
+	}
+	want, wantParams := logEntries(t, ref), finalParams(t, ref)
+	for _, tc := range []struct {
+		name     string
+		set      func(r *graphrec.Backend)
+		log      string
+		captures int
+	}{
+		{"refused", func(r *graphrec.Backend) { r.FailEndCapture = errors.New("refused by the test") },
+			`cuda graphs: off for the rest of the run, recording "micro-batch (first true, last false, loss scale 0.5)" failed: refused by the test`, 0},
+		// Stale at the 4th launch (step 3's first micro-batch): its graph and the two others
+		// are recorded again at their next uses.
+		{"stale", func(r *graphrec.Backend) { r.StaleAtLaunch = 4 }, "is recorded again", 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := graphrec.Wrap(cpu.New(2))
+			tc.set(rec)
+			dir := filepath.Join(t.TempDir(), tc.name)
+			var out bytes.Buffer
+			if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Backend: rec, pipeline: pipelineOn, Out: &out}); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), tc.log) || rec.Captures != tc.captures {
+				t.Errorf("%d recordings (want %d); the log lacks %q:\n%s", rec.Captures, tc.captures, tc.log, out.String())
+			}
+			got := logEntries(t, dir)
+			for step, w := range want {
+				for k, v := range w {
+					if got[step][k] != v {
+						t.Errorf("step %d: %s = %v, %v without graphs", step, k, got[step][k], v)
+					}
+				}
+			}
+			for i, x := range finalParams(t, dir) {
+				if math.Float32bits(x) != math.Float32bits(wantParams[i]) {
+					t.Fatalf("final parameter %d = %v, %v without graphs", i, x, wantParams[i])
+				}
+			}
+		})
 	}
 }
 

@@ -43,6 +43,9 @@ type Backend struct {
 	err     error
 	// captureErr is the first failure while a graph is recorded (graph.go).
 	captureErr error
+	// scratchGen counts the times ensure freed a scratch buffer to grow it: a graph recorded
+	// before holds the old address and must not be launched (graph.go).
+	scratchGen int
 
 	naiveAttention bool // tests and benchmarks: the one-row-per-block kernels at every head size
 	noAttentionMM  bool // tests and benchmarks: the two-lane kernels at head size 64
@@ -389,6 +392,7 @@ func (be *Backend) ensure(p *uintptr, have *int64, n int64, size int64) uintptr 
 	if *p != 0 {
 		be.fail(be.g.Sync())
 		be.fail(be.g.Free(*p))
+		be.scratchGen++
 	}
 	np, err := be.g.Alloc(n * size)
 	if err != nil {

@@ -1,7 +1,9 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
+	"runtime"
 	"time"
 	"unsafe"
 
@@ -34,8 +36,12 @@ func (gs *graphSymbols) table() map[string]*uintptr {
 }
 
 // captureModeGlobal is CU_STREAM_CAPTURE_MODE_GLOBAL: unsafe calls from any thread during the
-// capture are errors (goroutines move between threads, so thread-local would not do).
+// capture are errors. The recording goroutine is locked to its OS thread from BeginCapture to
+// EndCapture, which must come from the thread that began the capture.
 const captureModeGlobal = 0
+
+// errCaptureInvalidated is CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: the capture ended, refused.
+const errCaptureInvalidated = 901
 
 func (d *Driver) graphs() (*graphSymbols, error) {
 	d.graphOnce.Do(func() {
@@ -66,6 +72,7 @@ func (be *Backend) BeginCapture() error {
 	if err := be.g.drv.check("cuStreamBeginCapture", first(purego.SyscallN(gs.begin, be.g.stream, captureModeGlobal))); err != nil {
 		return err
 	}
+	runtime.LockOSThread() // until EndCapture
 	be.g.capturing, be.captureErr = true, nil
 	return nil
 }
@@ -79,7 +86,13 @@ func (be *Backend) EndCapture() (backend.Graph, error) {
 	defer be.g.bind()()
 	var graph uintptr
 	err := be.g.drv.check("cuStreamEndCapture", first(purego.SyscallN(gs.end, be.g.stream, uintptr(unsafe.Pointer(&graph)))))
+	runtime.UnlockOSThread() // BeginCapture's
 	be.g.capturing = false
+	if e := (*Error)(nil); errors.As(err, &e) && e.Code != errCaptureInvalidated {
+		// Not a refused recording: the stream may still be capturing, and nothing queued on it
+		// would run. The backend stops, as after any failed driver call.
+		be.fail(err)
+	}
 	captureErr := be.captureErr
 	be.captureErr = nil
 	if graph != 0 && (err != nil || captureErr != nil) {
@@ -97,13 +110,14 @@ func (be *Backend) EndCapture() (backend.Graph, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda graph: %w", err)
 	}
-	return &cudaGraph{be: be, exec: exec}, nil
+	return &cudaGraph{be: be, exec: exec, scratchGen: be.scratchGen}, nil
 }
 
-// cudaGraph is an instantiated graph.
+// cudaGraph is an instantiated graph, with the scratch generation it was recorded in.
 type cudaGraph struct {
-	be   *Backend
-	exec uintptr
+	be         *Backend
+	exec       uintptr
+	scratchGen int
 }
 
 // Launch queues the graph on the backend's stream; a failure is the backend's sticky error.
@@ -111,6 +125,9 @@ func (gr *cudaGraph) Launch() error {
 	be := gr.be
 	if gr.exec == 0 {
 		return fmt.Errorf("cuda: launch of a closed graph")
+	}
+	if gr.scratchGen != be.scratchGen {
+		return fmt.Errorf("cuda graph: %w (scratch memory regrown)", backend.ErrGraphStale)
 	}
 	if be.err == nil {
 		gs, _ := be.g.drv.graphs()

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"math"
 	"os"
 	"strings"
@@ -24,7 +25,7 @@ func asyncGPU(t *testing.T) *Backend {
 
 // A recorded graph replays its ops on what the buffers hold at each launch: new inputs and a new
 // learning rate (AdamWAll's step buffer) give the bits of running the ops directly; nothing runs
-// while recording.
+// while recording; once scratch memory it uses has moved, it refuses to launch.
 func TestGraphReplays(t *testing.T) {
 	g := asyncGPU(t)
 	segs := []backend.AdamWSegment{{Len: 3000, Decay: true}, {Len: 97}}
@@ -88,6 +89,13 @@ func TestGraphReplays(t *testing.T) {
 				t.Fatalf("step %d: p[%d] = %v from the graph, %v run directly", i, j, got[j], want[j])
 			}
 		}
+	}
+	// A larger op regrows the scratch memory the graph's GradStats points into: the graph is
+	// stale and refuses to launch, and the backend goes on.
+	big := g.Alloc(64 * N)
+	g.GradStats(eager.stats, big, 64*N, 16, 1, 1)
+	if err := gr.Launch(); !errors.Is(err, backend.ErrGraphStale) {
+		t.Fatalf("a launch after the scratch memory moved: %v, want ErrGraphStale", err)
 	}
 	if err := g.Sync(); err != nil {
 		t.Fatal(err)

@@ -540,7 +540,10 @@ func (be *Backend) segmentTable(segs []backend.AdamWSegment) uintptr {
 	}
 	p := be.ensure(&t.dev, &t.devN, int64(len(enc)), 8)
 	if be.err == nil {
-		be.fail(be.g.HtoD(p, unsafe.Pointer(&enc[0]), int64(8*len(enc))))
+		if err := be.g.HtoD(p, unsafe.Pointer(&enc[0]), int64(8*len(enc))); err != nil {
+			be.fail(err) // refused while recording: the table is not there, so not remembered
+			return p
+		}
 	}
 	t.host = slices.Clone(segs)
 	return p

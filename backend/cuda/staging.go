@@ -110,6 +110,10 @@ func (be *Backend) htod(dst uintptr, src unsafe.Pointer, bytes int64) {
 	if be.err != nil || bytes == 0 {
 		return
 	}
+	if err := be.g.refuseInCapture("a copy from the host"); err != nil {
+		be.fail(err) // before take, which would retire a chunk with an event a recording refuses
+		return
+	}
 	if be.stage.dev == nil {
 		be.stage.dev = be.g
 	}

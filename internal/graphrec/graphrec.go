@@ -26,6 +26,13 @@ type Backend struct {
 	err       error // the recording's first refusal
 	// Captures and Launches count recordings ended well and graph launches.
 	Captures, Launches int
+	// For tests of what a device may do: FailEndCapture, when set, is every EndCapture's
+	// error (the recording dropped); StaleAtLaunch > 0 makes every graph recorded so far
+	// stale (backend.ErrGraphStale) when that many launches have been made, as a backend
+	// that moves its scratch memory would.
+	FailEndCapture error
+	StaleAtLaunch  int
+	generation     int
 }
 
 // Wrap returns a recording wrapper around be.
@@ -67,16 +74,20 @@ func (r *Backend) EndCapture() (backend.Graph, error) {
 	r.capturing = false
 	ops, err := r.ops, r.err
 	r.ops, r.err = nil, nil
+	if err == nil {
+		err = r.FailEndCapture
+	}
 	if err != nil {
 		return nil, err
 	}
 	r.Captures++
-	return &graph{r: r, ops: ops}, nil
+	return &graph{r: r, ops: ops, generation: r.generation}, nil
 }
 
 type graph struct {
-	r   *Backend
-	ops []func()
+	r          *Backend
+	ops        []func()
+	generation int
 }
 
 func (g *graph) Launch() error {
@@ -85,6 +96,13 @@ func (g *graph) Launch() error {
 	}
 	if g.r.capturing {
 		return fmt.Errorf("graphrec: launch while recording")
+	}
+	if g.r.StaleAtLaunch > 0 && g.r.Launches == g.r.StaleAtLaunch {
+		g.r.generation++
+		g.r.StaleAtLaunch = 0
+	}
+	if g.generation != g.r.generation {
+		return fmt.Errorf("graphrec: %w", backend.ErrGraphStale)
 	}
 	g.r.Launches++
 	for _, f := range g.ops {
