@@ -242,6 +242,21 @@ func SegmentsLen(segs []AdamWSegment) int {
 	return n
 }
 
+// AdamWEach is AdamWAll's definition op by op, for the tests of every backend's AdamWAll: AdamW
+// (with h's GradScale) on each segment's views of the flat buffers, with h's weight decay where
+// the segment decays and none where it does not.
+func AdamWEach(be Backend, params, grads, m, v Buf, segs []AdamWSegment, h AdamWParams) {
+	off := 0
+	for _, s := range segs {
+		hs := h
+		if !s.Decay {
+			hs.WeightDecay = 0
+		}
+		be.AdamW(be.View(params, off, s.Len), be.View(grads, off, s.Len), be.View(m, off, s.Len), be.View(v, off, s.Len), s.Len, hs)
+		off += s.Len
+	}
+}
+
 // StepStats is what GradStats writes, in a float32 buffer of StepStatsLen elements: the
 // gradient norm (a float64, its low and high 32 bits in elements 0 and 1), AdamW's gradient
 // scale (element 2) and whether the norm is finite (element 3: 1 or 0).

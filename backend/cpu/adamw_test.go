@@ -143,16 +143,9 @@ func TestAdamWAll(t *testing.T) {
 	be.AdamWAll(p, g, m, v, segs, stale, step, stats)
 
 	wp, wg, wm, wv := bufs()
-	off := 0
-	for _, s := range segs {
-		hs := h
-		hs.GradScale = st.Scale
-		if !s.Decay {
-			hs.WeightDecay = 0
-		}
-		be.AdamW(be.View(wp, off, s.Len), be.View(wg, off, s.Len), be.View(wm, off, s.Len), be.View(wv, off, s.Len), s.Len, hs)
-		off += s.Len
-	}
+	hs := h
+	hs.GradScale = st.Scale
+	backend.AdamWEach(be, wp, wg, wm, wv, segs, hs)
 	for _, c := range []struct {
 		name      string
 		got, want backend.Buf

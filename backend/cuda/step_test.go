@@ -105,16 +105,9 @@ func TestAdamWAllOnGPU(t *testing.T) {
 		wp, wg, wm, wv, _, _ := load(g)
 		cp, cg, cm, cv, cstats, cstep := load(c)
 		c.AdamWAll(cp, cg, cm, cv, segs, stale, cstep, cstats)
-		off := 0
-		for _, s := range segs {
-			hs := h
-			hs.GradScale = st.Scale
-			if !s.Decay {
-				hs.WeightDecay = 0
-			}
-			g.AdamW(g.View(wp, off, s.Len), g.View(wg, off, s.Len), g.View(wm, off, s.Len), g.View(wv, off, s.Len), s.Len, hs)
-			off += s.Len
-		}
+		hs := h
+		hs.GradScale = st.Scale
+		backend.AdamWEach(g, wp, wg, wm, wv, segs, hs)
 		for _, b := range []struct {
 			name          string
 			got, want, cb backend.Buf
