@@ -19,9 +19,10 @@ import (
 // (the tokens, the learning rate: see backend.Ops.AdamWAll), so they are used only where that
 // holds: one process (data parallel runs exchange gradients on the host), no fp16 loss
 // scaling (its scale changes the ops' arguments), a GPT model. Stochastic rounding's seed is
-// uploaded with the learning rate (gpt.Trainable.SetUpdateStep). A recording that fails (the backend names what it refused) turns graphs off for
-// the rest of the run, with a line in the log, and the step runs without them: same bits. A
-// graph whose memory has moved since (backend.ErrGraphStale) is dropped and recorded again.
+// uploaded with the learning rate (gpt.Trainable.SetUpdateStep). A recording that fails (the
+// backend names what it refused) turns graphs off for the rest of the run, with a line in the
+// log, and the step runs without them: same bits. A graph whose memory has moved since
+// (backend.ErrGraphStale) is dropped and recorded again.
 
 // stepGraphs records and replays the parts of a step.
 type stepGraphs struct {
