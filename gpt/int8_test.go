@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/backend/cpu"
 	"github.com/gpt2go/gpt2go/gpt"
 )
@@ -14,8 +15,11 @@ import (
 // the fp32 bits (the int8 products do run); the KV-cached generation path agrees with the int8
 // Forward; the weights take a quarter of the memory (plus a scale and a row sum per row); training
 // and a second quantization are refused.
-func TestQuantizeInt8(t *testing.T) {
-	be := cpu.New(0)
+func TestQuantizeInt8(t *testing.T) { testQuantizeInt8(t, cpu.New(0), 8) }
+
+// testQuantizeInt8 runs TestQuantizeInt8 on be, whose int8 weights keep perRow bytes per row
+// beside the int8 values (its scale, and on the CPU a row sum).
+func testQuantizeInt8(t *testing.T, be backend.Backend, perRow int64) {
 	cfg := kvConfig
 	const B = 2
 	T := cfg.BlockSize
@@ -48,8 +52,8 @@ func TestQuantizeInt8(t *testing.T) {
 	L, C, Vp := cfg.NumLayers, cfg.Channels, cfg.PaddedVocabSize
 	values := int64(L*12*C*C + Vp*C)
 	rows := int64(L*(3*C+C+4*C+C) + Vp)
-	if st.FP32Bytes != 4*values || st.Int8Bytes != values+8*rows {
-		t.Fatalf("stats %+v, want fp32 %d bytes, int8 %d", st, 4*values, values+8*rows)
+	if st.FP32Bytes != 4*values || st.Int8Bytes != values+perRow*rows {
+		t.Fatalf("stats %+v, want fp32 %d bytes, int8 %d", st, 4*values, values+perRow*rows)
 	}
 	got, gotLoss := logits()
 	t.Logf("loss fp32 %.5f int8 %.5f", wantLoss, gotLoss)

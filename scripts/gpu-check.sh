@@ -15,6 +15,9 @@
 # logs-PART.tgz with everything.
 #
 # QUICK=1 shortens the Shakespeare char comparison (300 steps instead of 2000).
+# Under the device tool's 10-minute limit, run it as `timeout 580 scripts/gpu-check.sh $OUT`: on
+# the signal it writes the summary of what it reached and packs the logs (rows-PART.txt in
+# OUTDIR also grows row by row).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-}}
@@ -24,6 +27,7 @@ p1() { [ "$part" = all ] || [ "$part" = 1 ]; }
 p2() { [ "$part" = all ] || [ "$part" = 2 ]; }
 p3() { [ "$part" = all ] || [ "$part" = 3 ]; }
 rm -rf "$work" && mkdir -p "$work"
+trap 'row "gpu-check PART=$part" "STOPPED" "a signal ended the run here; the rows above are what it reached"; finish; exit 143' TERM INT
 bin=.gpubin
 [ -f .gpupack/bin.tar.xz ] && tar xJf .gpupack/bin.tar.xz
 export GPT2GO_REQUIRE_GPU=1 GPT2GO_REQUIRE_NVRTC=1
@@ -31,7 +35,34 @@ export GPT2GO_KERNEL_CACHE="$work/kernel-cache"
 export GPT2GO_SHAKESPEARE=${GPT2GO_SHAKESPEARE:-$(ls .gpupack/tinyshakespeare.txt ../shared/data/tinyshakespeare.txt 2>/dev/null | head -1)}
 py=${PYTHON:-python3}
 rows=()
-row() { rows+=("$(printf '%-44s | %-8s | %s' "$1" "$2" "$3")"); }
+# row adds a line to the summary; each also goes at once to OUTDIR/rows-PART.txt, so a run the
+# device tool stops at its time limit still brings back what it reached.
+row() {
+  rows+=("$(printf '%-44s | %-8s | %s' "$1" "$2" "$3")")
+  [ -n "$out" ] && mkdir -p "$out" && printf '%s\n' "${rows[-1]}" >> "$out/rows-$part.txt"
+}
+[ -n "$out" ] && mkdir -p "$out" && rm -f "$out/rows-$part.txt"
+# finish writes the summary and packs the logs into OUTDIR: at the end, or when a signal (the
+# device tool's time limit under `timeout`) stops the run.
+finish() {
+  trap - EXIT TERM INT
+  {
+    printf '%-44s | %-8s | %s\n' "check" "status" "result"
+    printf -- '-%.0s' {1..100}; echo
+    printf '%s\n' "${rows[@]}"
+    [ -s "$work/ladder.txt" ] && { echo; cat "$work/ladder.txt"; }
+  } > "$work/summary-$part.txt"
+  echo; cat "$work/summary-$part.txt"
+  if [ -n "$out" ]; then
+    mkdir -p "$out"
+    cp "$work/summary-$part.txt" "$out/"
+    for f in profile-124m.txt char-val-curves.txt bpe-124m-precisions.png ladder.txt; do [ -f "$work/$f" ] && cp "$work/$f" "$out/"; done
+    tar czf "$out/logs-$part.tgz" -C "$work" --exclude=kernel-cache --exclude=cache --exclude=ts-bpe --exclude='*.ckpt' --exclude='*.safetensors' .
+    echo "logs: $out/logs-$part.tgz"
+  else
+    echo "logs: $work"
+  fi
+}
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$work/gpu.txt" 2>&1
 echo "GPU: $(cat "$work/gpu.txt")"
@@ -62,7 +93,7 @@ for spec in cuda:TestOps16MatchCPU cuda:TestConvertMatchesCPUBits gpt:TestCUDAMi
     cuda:TestAttentionTensorCores cuda:TestMatmulTuning cuda:TestCrossEntropyPaths gpt:TestCUDAForwardTrainMatchesForward \
     cuda:TestGeluFusion cuda:TestGradStatsOnGPU cuda:TestAdamWAllOnGPU cuda:TestElementwiseVectorised cuda:TestAsyncDownload \
     cuda:TestEncoderBackwardPaths cuda:TestGraphReplays cuda:TestGraphRefusesHostWork train:TestCUDAPipelinedStepsMatch \
-    cuda:TestSideStreamOrder; do
+    cuda:TestSideStreamOrder cuda:TestInt8MatchesCPUBits gpt:TestCUDAQuantizeInt8 gpt:TestCUDAInt8TracksCPU; do
   t=${spec%%:*} name=${spec#*:}
   log=$work/test-$t.log
   [ -f "$log" ] || continue
@@ -102,6 +133,20 @@ for v in fp32/forward+backward fp32/fused bf16/forward+backward bf16/fused; do
   line=$(grep "BenchmarkClassifier/$v" "$work/bench-classifier.log" | head -1)
   [ -n "$line" ] && row "classifier $v" "ok" "$(echo "$line" | awk '{printf "%.3f ms, %s GB/s", $3/1e6, $5}')" \
     || row "classifier $v" "FAIL" "$(tail -1 "$work/bench-classifier.log")"
+done
+
+# int8 matmuls (dp4a) against cuBLASLt fp32 and bf16 at 124M's shapes: one token (GB/s of weight
+# bytes: generation is memory-bound) and 1024 tokens (TOPS).
+(cd backend/cuda && "$root/$bin/cuda.test" -test.run XXX -test.bench MatmulInt8 -test.benchtime 200x > "$work/bench-int8.log" 2>&1)
+for N in 1 1024; do
+  for s in C=768,OC=2304 C=3072,OC=768 C=768,OC=50304; do
+    cells=""
+    for k in int8 fp32 bf16; do
+      cells+="$k $(awk -v key="BenchmarkMatmulInt8/N=$N/$s/$k" 'index($1,key)==1 {print $5, $6; exit}' "$work/bench-int8.log"); "
+    done
+    grep -q "BenchmarkMatmulInt8/N=$N/$s/int8" "$work/bench-int8.log" && row "matmul N=$N $s" "ok" "$cells" \
+      || row "matmul int8 N=$N $s" "FAIL" "$(tail -1 "$work/bench-int8.log")"
+  done
 done
 
 # The host CPU's sgemm with its best kernel (AVX-512 where it has it) against the AVX2 kernel, at
@@ -191,6 +236,29 @@ if "$bin/gpt2go" bench --device cuda --model gpt2-xl --batch-size 512 --seq-len 
   row "a model too big for the GPU" "FAIL" "gpt2-xl at B=512 T=1024 did not stop"
 else
   row "a model too big for the GPU" "ok" "$(tail -1 "$work/oom.log" | cut -c1-150)"
+fi
+
+# KV-cached generation of GPT-2 124M (one training step's checkpoint on the embedded data), 256 new
+# tokens: fp32 and bf16 weights against int8 (dp4a), tok/s of the generation; and greedy int8 text
+# on the GPU against the CPU's (info: the float ops around the int8 products round differently,
+# and a one-step model's logits are near ties, so the texts may part).
+if "$bin/gpt2go" train --model gpt2 --batch-size 1 --seq-len 64 --steps 1 --sample-every 0 --eval-every 0 --ckpt-every 1 \
+    --force --cache-dir "$work/cache" --out "$work/m124" > "$work/m124.log" 2>&1; then
+  for v in "fp32:--precision fp32" "bf16:--precision bf16" "int8 fp32:--precision fp32 --int8" "int8 bf16:--precision bf16 --int8"; do
+    name=${v%%:*} flags=${v#*:} log=$work/sample-124m-${name// /-}.log
+    if "$bin/gpt2go" sample --ckpt "$work/m124" --device cuda $flags --tokens 256 --prompt "func main() {" > "$log" 2>&1; then
+      row "sample 124M KV cache, cuda $name" "ok" "$(grep -o 'then [0-9]* tokens.*tok/s)' "$log" | tail -1) $(grep -o 'int8 weights: [0-9.]* MB' "$log")"
+    else
+      row "sample 124M KV cache, cuda $name" "FAIL" "$(tail -1 "$log" | cut -c1-150)"
+    fi
+  done
+  for dev in cuda cpu; do
+    "$bin/gpt2go" sample --ckpt "$work/m124" --device $dev --precision fp32 --int8 --temperature 0 --tokens 24 --prompt "func main() {" \
+      > "$work/greedy-int8-$dev.log" 2>/dev/null || echo "FAILED" >> "$work/greedy-int8-$dev.log"
+  done
+  row "greedy int8 text, cuda vs cpu" "info" "$(cmp "$work/greedy-int8-cuda.log" "$work/greedy-int8-cpu.log" 2>&1 | head -1 | sed 's|.*/||' || true)$(cmp -s "$work/greedy-int8-cuda.log" "$work/greedy-int8-cpu.log" && echo 'the same bytes')"
+else
+  row "sample 124M KV cache" "FAIL" "training the checkpoint: $(tail -1 "$work/m124.log" | cut -c1-150)"
 fi
 
 # The BERT encoder end to end: char-level masked-language modelling on Shakespeare, 300 steps of
@@ -339,19 +407,4 @@ if p3; then
   fi
 fi
 
-{
-  printf '%-44s | %-8s | %s\n' "check" "status" "result"
-  printf -- '-%.0s' {1..100}; echo
-  printf '%s\n' "${rows[@]}"
-  [ -s "$work/ladder.txt" ] && { echo; cat "$work/ladder.txt"; }
-} > "$work/summary-$part.txt"
-echo; cat "$work/summary-$part.txt"
-if [ -n "$out" ]; then
-  mkdir -p "$out"
-  cp "$work/summary-$part.txt" "$out/"
-  for f in profile-124m.txt char-val-curves.txt bpe-124m-precisions.png ladder.txt; do [ -f "$work/$f" ] && cp "$work/$f" "$out/"; done
-  tar czf "$out/logs-$part.tgz" -C "$work" --exclude=kernel-cache --exclude=cache --exclude=ts-bpe --exclude='*.ckpt' --exclude='*.safetensors' .
-  echo "logs: $out/logs-$part.tgz"
-else
-  echo "logs: $work"
-fi
+finish

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -48,7 +47,7 @@ func (be *Backend) QuantizeInt8(weight backend.Buf, OC, C int) (backend.Buf, err
 	qb := &int8Buf{q: make([]int8, OC*stride), scales: make([]float32, OC), rowSums: make([]int32, OC),
 		OC: OC, C: C, stride: stride}
 	for o := range OC {
-		qb.scales[o] = quantizeRow(qb.q[o*stride:o*stride+C], w[o*C:(o+1)*C])
+		qb.scales[o] = backend.QuantizeRowInt8(qb.q[o*stride:o*stride+C], w[o*C:(o+1)*C])
 		var sum int32
 		for _, v := range qb.q[o*stride : (o+1)*stride] {
 			sum += int32(v)
@@ -56,25 +55,6 @@ func (be *Backend) QuantizeInt8(weight backend.Buf, OC, C int) (backend.Buf, err
 		qb.rowSums[o] = sum
 	}
 	return qb, nil
-}
-
-// quantizeRow writes q = round(x*127/max|x|) (to nearest even, in [-127,127]) and returns the
-// scale max|x|/127 that takes q back to x; an all-zero row has scale 0.
-func quantizeRow(q []int8, x []float32) float32 {
-	var amax float32
-	for _, v := range x {
-		amax = max(amax, float32(math.Abs(float64(v))))
-	}
-	if amax == 0 {
-		clear(q[:len(x)])
-		return 0
-	}
-	inv := 127 / amax
-	for i, v := range x {
-		r := math.RoundToEven(float64(float32(v * inv)))
-		q[i] = int8(max(-127, min(127, r)))
-	}
-	return amax / 127
 }
 
 // int8Kernel is the integer dot product kernel MatmulForwardInt8 runs.
@@ -148,7 +128,7 @@ func (j *quantizeJob) runRange(lo, hi int) {
 	s, C, stride := j.s, j.C, j.stride
 	for n := lo; n < hi; n++ {
 		q := s.x8[n*stride : (n+1)*stride]
-		s.scales[n] = quantizeRow(q, j.x[n*C:(n+1)*C])
+		s.scales[n] = backend.QuantizeRowInt8(q, j.x[n*C:(n+1)*C])
 		clear(q[C:])
 		switch j.kernel {
 		case int8AVX2:

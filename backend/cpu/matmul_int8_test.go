@@ -85,7 +85,7 @@ func checkInt8Reference(t *testing.T, name string, out, inp, weight, bias []floa
 	t.Helper()
 	xq := make([]int8, C)
 	for n := range N {
-		xs := quantizeRow(xq, inp[n*C:(n+1)*C])
+		xs := backend.QuantizeRowInt8(xq, inp[n*C:(n+1)*C])
 		for o := range OC {
 			var sum int64
 			exact, scale := 0.0, 0.0

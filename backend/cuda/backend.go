@@ -63,6 +63,10 @@ type Backend struct {
 		sumsq   uintptr // sum-of-squares partials and result (doubles)
 		blocks  uintptr // SumSquaresBlocks' and GradStats' per-block sums (doubles)
 		blocksN int64
+		int8q   uintptr // MatmulForwardInt8's quantized input rows
+		int8qN  int64
+		int8s   uintptr // and their scales
+		int8sN  int64
 		segs    struct { // AdamWAll's segment table
 			host []backend.AdamWSegment
 			dev  uintptr
@@ -151,6 +155,7 @@ var kernelTypes = map[string]struct{ perFormat, perPair, single []string }{
 	"elementwise.cu": {perFormat: []string{"gelu_forward", "gelu_backward", "gelu_erf_forward", "gelu_erf_backward", "residual_forward", "residual_backward", "adamw", "adamw_all",
 		"sum_squares_partial", "sum_squares_blocks", "column_sum_partial", "column_sum_reduce"},
 		single: []string{"sum_squares_final", "grad_stats", "convert_bf16_fp32", "convert_fp16_fp32", "convert_fp32_bf16", "convert_fp32_fp16"}},
+	"int8.cu":    {perFormat: []string{"quantize_rows_int8", "matmul_int8"}},
 	"encoder.cu": {perFormat: []string{"encoder_forward"}, perPair: []string{"encoder_backward_wte", "encoder_backward_wte_index", "encoder_backward_wpe"}},
 	"layernorm.cu": {perFormat: []string{"layernorm_forward", "layernorm_backward", "layernorm_backward_reduce", "residual_layernorm_forward"},
 		single: []string{"layernorm_backward4"}},

@@ -1,21 +1,99 @@
 package cuda
 
 import (
-	"errors"
+	"fmt"
+	"unsafe"
 
 	"github.com/gpt2go/gpt2go/backend"
 )
 
-// errInt8 is what --int8 meets on the GPU: int8 inference runs on the CPU only so far (dp4a /
-// int8 tensor-core kernels are later work).
-var errInt8 = errors.New("--int8 is not implemented on the GPU yet; use --device cpu")
+// int8 inference on the GPU (kernels/int8.cu): the weights are quantized once on the host, by
+// the CPU backend's rule (backend.QuantizeRowInt8), and each product quantizes its input rows on
+// the GPU and takes the integer dot products with dp4a. The int32 sums are exact and the scaling
+// is the CPU's sequence of rounded float operations, so the outputs are the CPU backend's bits.
 
-// QuantizeInt8 returns errInt8: there are no int8 kernels on the GPU yet.
-func (be *Backend) QuantizeInt8(weight backend.Buf, OC, C int) (backend.Buf, error) {
-	return nil, errInt8
+// int8Align is what a quantized row's stride is a multiple of: the kernel reads rows in 16-byte
+// pieces, and the zero padding adds nothing to a dot product.
+const int8Align = 16
+
+// int8MaxC bounds a row's length: OC*127*127 products must not overflow the int32 sum.
+const int8MaxC = (1<<31 - 1) / (127 * 127)
+
+// int8Weight is a matmul weight(OC,C) quantized for MatmulForwardInt8, in device memory: OC rows of
+// stride bytes (C int8 values, then zeros) at q and OC float32 scales at scales.
+type int8Weight struct {
+	q, scales     uintptr
+	OC, C, stride int
 }
 
-// MatmulForwardInt8 cannot run: QuantizeInt8 never returns a weight for it on the GPU.
+func (w *int8Weight) Len() int             { return w.OC * w.C }
+func (w *int8Weight) DType() backend.DType { return backend.I8 }
+
+// Bytes is the device memory of the weight: its padded rows and scales.
+func (w *int8Weight) Bytes() int64 { return int64(w.OC)*int64(w.stride) + 4*int64(w.OC) }
+
+// QuantizeInt8 returns weight(OC,C) quantized to int8 by output channel (see backend.Backend):
+// read back to the host (it is load-time work), quantized there row by row, and uploaded.
+func (be *Backend) QuantizeInt8(weight backend.Buf, OC, C int) (backend.Buf, error) {
+	switch {
+	case weight.Len() < OC*C || OC <= 0 || C <= 0:
+		return nil, fmt.Errorf("quantize: weight of %d values for (%d,%d)", weight.Len(), OC, C)
+	case C > int8MaxC:
+		return nil, fmt.Errorf("quantize: rows of %d values; int8 sums overflow beyond %d", C, int8MaxC)
+	}
+	w := make([]float32, OC*C)
+	be.Download(w, weight)
+	if err := be.Sync(); err != nil {
+		return nil, err
+	}
+	stride := (C + int8Align - 1) / int8Align * int8Align
+	q, scales := make([]int8, OC*stride), make([]float32, OC)
+	for o := range OC {
+		scales[o] = backend.QuantizeRowInt8(q[o*stride:o*stride+C], w[o*C:(o+1)*C])
+	}
+	qw := &int8Weight{OC: OC, C: C, stride: stride}
+	var err error
+	if qw.q, err = be.g.Alloc(int64(len(q))); err != nil {
+		return nil, fmt.Errorf("quantize (%d,%d): %w", OC, C, err)
+	}
+	if qw.scales, err = be.g.Alloc(4 * int64(OC)); err != nil {
+		be.fail(be.g.Free(qw.q))
+		return nil, fmt.Errorf("quantize (%d,%d): %w", OC, C, err)
+	}
+	be.allocated += qw.Bytes()
+	be.htod(qw.q, unsafe.Pointer(&q[0]), int64(len(q)))
+	be.htod(qw.scales, unsafe.Pointer(&scales[0]), 4*int64(OC))
+	if err := be.Sync(); err != nil {
+		return nil, err
+	}
+	return qw, nil
+}
+
+// int8Rows is the kernel's INT8_ROWS: the input rows each warp multiplies by its weight row.
+const int8Rows = 8
+
+// MatmulForwardInt8 is MatmulForward with an int8 weight from QuantizeInt8 (see backend.Ops):
+// out(N,OC) = quant(inp(N,C)) @ qweight(OC,C)^T, scaled, + bias(OC). inp, out and bias share
+// one storage format.
 func (be *Backend) MatmulForwardInt8(out, inp, qweight, bias backend.Buf, N, C, OC int) {
-	panic("cuda: " + errInt8.Error())
+	qw, ok := qweight.(*int8Weight)
+	if !ok || qw.C != C || qw.OC != OC {
+		be.fail(fmt.Errorf("MatmulForwardInt8: the weight is not an int8 weight of QuantizeInt8 for (OC,C) = (%d,%d)", OC, C))
+		return
+	}
+	x := out.DType()
+	if N <= 0 || !be.sameFormat("MatmulForwardInt8", x, inp, bias) {
+		return
+	}
+	xq := be.ensure(&be.scratch.int8q, &be.scratch.int8qN, int64(N)*int64(qw.stride), 1)
+	xs := be.ensure(&be.scratch.int8s, &be.scratch.int8sN, int64(N), 4)
+	suffix := formatSuffix(x)
+	be.launch("MatmulForwardInt8", "quantize_rows_int8"+suffix, N, 256, 0, func(k *Kernel) {
+		k.Ptr(xq).Ptr(xs).Ptr(ptrOf(inp)).Int(C).Int(qw.stride)
+	})
+	const warps = 8
+	grid := Blocks(int64(OC), warps) * Blocks(int64(N), int8Rows)
+	be.launch("MatmulForwardInt8", "matmul_int8"+suffix, grid, warps*32, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(out)).Ptr(xq).Ptr(xs).Ptr(qw.q).Ptr(qw.scales).Ptr(ptrOf(bias)).Int(N).Int(OC).Int(qw.stride)
+	})
 }

@@ -34,7 +34,7 @@ func (d *deviceFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&d.tf32, "tf32", true, "GPU matmuls on TF32 tensor cores (as PyTorch recommends for training); --tf32=false for exact fp32")
 	fs.StringVar(&d.precision, "precision", "", "fp32, tf32, bf16 or fp16: bf16/fp16 keep fp32 master weights and compute in 16 bits (emulated exactly on the CPU); default: bf16 on a GPU that has it (sm_80+), fp16 on older GPUs (fp32 with --tf32=false), fp32 on the CPU")
 	fs.BoolVar(&d.verbose, "verbose", false, "report device details such as the memory plan (bytes per category)")
-	fs.BoolVar(&d.int8, "int8", false, "inference (sample, eval) with int8 matmul weights, one scale per output channel, and inputs quantized per row: a quarter of the weight bytes (CPU only)")
+	fs.BoolVar(&d.int8, "int8", false, "inference (sample, eval) with int8 matmul weights, one scale per output channel, and inputs quantized per row: a quarter of the weight bytes (CPU: AVX-512 VNNI or AVX2; GPU: dp4a)")
 }
 
 // registerGraphs adds --cuda-graphs, for the commands that run training steps.
