@@ -87,8 +87,8 @@ func (t *Trainable) addScratch(grads, scratch []backend.Buf) {
 
 // RunBackward runs backward, a model's backward pass: into Grads, or with scratch into zeroed
 // GradScratch, which is then added to Grads (Accumulate). It finishes the gradient stream: the
-// layers backward did not report (a pass with nothing to learn from may skip them) and then
-// the other tensors.
+// layers backward did not report (a pass with nothing to learn from may skip them), from the
+// last down as a full pass reports them, and then the other tensors.
 func (t *Trainable) RunBackward(scratch bool, backward func() error) error {
 	if scratch {
 		if t.gradScratch == nil {
@@ -108,7 +108,7 @@ func (t *Trainable) RunBackward(scratch bool, backward func() error) error {
 		}
 		return err
 	}
-	for l := range s.done {
+	for l := len(s.done) - 1; l >= 0; l-- { // a full pass's order: ranks must hand over alike
 		t.LayerGradsDone(l)
 	}
 	t.stream = nil

@@ -104,3 +104,38 @@ func TestStreamGradsHandsOverEachElementOnceWhenFinal(t *testing.T) {
 		}
 	}
 }
+
+// A backward pass that returns without reporting its layers (BERT's, when a batch has no masked
+// position) has RunBackward hand them over itself, in the order a full pass does: from the last
+// layer down, then the rest. Ranks must issue their collectives in the same order (NCCL sums
+// the n-th call of each rank together), and a rank whose last micro-batch happened to skip
+// would otherwise pair its layer 0 with the others' last layer.
+func TestStreamGradsOrderWhenBackwardSkipsLayers(t *testing.T) {
+	const B, T = 2, 16
+	cfg := parallelConfig
+	cfg.NumLayers = 3
+	be := cpu.New(1)
+	defer be.Close()
+	m, err := gpt.NewParallel(be, cfg, B, T, gpt.Precision{}, gpt.Parallel{SeparateAccum: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.InitGPT2(5)
+	order := func(backward func() error) []backend.Buf {
+		var firsts []backend.Buf
+		m.StreamGrads(func(views []backend.Buf) { firsts = append(firsts, views[0]) })
+		if err := backward(); err != nil {
+			t.Fatal(err)
+		}
+		return firsts
+	}
+	in, tg := microBatch(0, B, T, cfg.VocabSize)
+	if _, err := m.Forward(in, tg, B, T); err != nil {
+		t.Fatal(err)
+	}
+	full := order(func() error { return m.Backward(1) })
+	skipped := order(func() error { return m.RunBackward(false, func() error { return nil }) })
+	if len(full) != cfg.NumLayers+1 || !slices.Equal(full, skipped) {
+		t.Fatalf("a pass that reports no layer hands over %d pieces in another order than a full pass's %d", len(skipped), len(full))
+	}
+}

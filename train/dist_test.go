@@ -13,9 +13,11 @@ import (
 )
 
 // besideComm is a one-rank communicator that runs all-reduces "beside" the ops (dist.Overlapper)
-// the way the CPU can: it keeps each handed-over buffer's values and, at JoinBeside, checks that
-// nothing wrote them in between (the contract backward must keep while NCCL sums them on a second
-// stream), then sums them (over one rank: as they are).
+// the way the CPU can. It takes each handed-over buffer's values and leaves NaN in their place,
+// as a buffer NCCL is summing on a second stream holds nothing an op may use: an op that reads a
+// piece before JoinBeside (the grad norm, AdamW) then ends the run on a non-finite gradient, and
+// one that writes it is caught at JoinBeside, which puts the values back and sums them (over one
+// rank: as they are).
 type besideComm struct {
 	*dist.Single
 	be              backend.Backend
@@ -32,6 +34,9 @@ func (c *besideComm) AllReduce(buf backend.Buf, scale float32) error {
 	return c.Single.AllReduce(buf, scale)
 }
 
+// inFlight is what a handed-over buffer holds until JoinBeside.
+var inFlight = float32(math.NaN())
+
 func (c *besideComm) AllReduceBeside(bufs []backend.Buf) error {
 	c.pieces++
 	for _, b := range bufs {
@@ -39,6 +44,11 @@ func (c *besideComm) AllReduceBeside(bufs []backend.Buf) error {
 		c.be.Download(host, b)
 		c.pending, c.kept = append(c.pending, b), append(c.kept, host)
 		c.elems += b.Len()
+		nan := make([]float32, b.Len())
+		for i := range nan {
+			nan[i] = inFlight
+		}
+		c.be.Upload(b, nan)
 	}
 	return nil
 }
@@ -49,10 +59,11 @@ func (c *besideComm) JoinBeside() error {
 		now := make([]float32, b.Len())
 		c.be.Download(now, b)
 		for j := range now {
-			if math.Float32bits(now[j]) != math.Float32bits(c.kept[i][j]) && c.overwritten == "" {
-				c.overwritten = "a handed-over gradient changed before JoinBeside"
+			if math.Float32bits(now[j]) != math.Float32bits(inFlight) && c.overwritten == "" {
+				c.overwritten = "a handed-over gradient was written before JoinBeside"
 			}
 		}
+		c.be.Upload(b, c.kept[i])
 		if err := c.Single.AllReduce(b, 1); err != nil {
 			return err
 		}

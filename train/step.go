@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/data"
+	"github.com/gpt2go/gpt2go/dist"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/internal/progress"
 )
@@ -260,7 +261,7 @@ func (t *Trainer) finishStep(r *stepRun, sum *Summary) error {
 		commMs := float64(t.commTime.Microseconds()) / 1000
 		entry["comm_ms"] = commMs
 		extra += fmt.Sprintf(" | comm %.1f ms", commMs)
-		if t.gradsReduced {
+		if _, beside := t.comm.(dist.Overlapper); t.gradsReduced && !beside { // a GPU's host never waits for them
 			waitMs := float64(t.commWait.Microseconds()) / 1000
 			entry["comm_wait_ms"] = waitMs
 			extra += fmt.Sprintf(" (waited %.1f)", waitMs)

@@ -38,16 +38,22 @@ func (g *Device) SideStream() (uintptr, error) {
 		return 0, err
 	}
 	defer g.bind()()
-	var side, fork, join uintptr
-	if err := g.drv.check("cuStreamCreate", first(purego.SyscallN(g.drv.streamCreate, uintptr(unsafe.Pointer(&side)), 1 /* CU_STREAM_NON_BLOCKING */))); err != nil {
-		return 0, err
-	}
-	for _, e := range []*uintptr{&fork, &join} {
+	// The events first, each kept once made (the driver has no handles to spare on a retry), and
+	// the stream last: g.side set means all three exist.
+	for _, e := range []*uintptr{&g.forkEv, &g.joinEv} {
+		if *e != 0 {
+			continue
+		}
 		if err := g.drv.check("cuEventCreate", first(purego.SyscallN(g.drv.eventCreate, uintptr(unsafe.Pointer(e)), 2 /* CU_EVENT_DISABLE_TIMING */))); err != nil {
+			*e = 0
 			return 0, err
 		}
 	}
-	g.side, g.forkEv, g.joinEv = side, fork, join
+	var side uintptr
+	if err := g.drv.check("cuStreamCreate", first(purego.SyscallN(g.drv.streamCreate, uintptr(unsafe.Pointer(&side)), 1 /* CU_STREAM_NON_BLOCKING */))); err != nil {
+		return 0, err
+	}
+	g.side = side
 	return side, nil
 }
 

@@ -57,8 +57,8 @@ func (be *Backend) Convert(dst, src backend.Buf, N int, seed uint64) {
 
 // ConvertSeeded is Convert with the seed's bits read by the kernel from seed(backend.SeedLen).
 func (be *Backend) ConvertSeeded(dst, src backend.Buf, N int, seed backend.Buf) {
-	if seed.DType() != backend.F32 {
-		be.fail(fmt.Errorf("ConvertSeeded: a %v seed buffer; it holds the seed's bits in float32 elements", seed.DType()))
+	if seed.DType() != backend.F32 || seed.Len() < backend.SeedLen {
+		be.fail(fmt.Errorf("ConvertSeeded: a seed buffer of %d %v elements; it holds the seed's bits in %d float32 elements", seed.Len(), seed.DType(), backend.SeedLen))
 		return
 	}
 	be.convert(dst, src, N, 0, seed)
