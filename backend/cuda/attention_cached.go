@@ -12,10 +12,10 @@ func (be *Backend) AttentionForwardCached(out, kcache, vcache, qkv backend.Buf, 
 	if pos < 0 || Tnew < 1 || pos+Tnew > maxT {
 		panic(fmt.Sprintf("cuda: cached attention at positions %d..%d outside the cache's %d", pos, pos+Tnew-1, maxT))
 	}
-	HS := C / NH
+	HS, ok := be.headSize("AttentionForwardCached", C, NH)
 	n := int64(B) * int64(Tnew) * int64(C)
 	x := qkv.DType() // the caches and out share it
-	if !be.sameFormat("AttentionForwardCached", x, out, kcache, vcache) {
+	if !ok || !be.sameFormat("AttentionForwardCached", x, out, kcache, vcache) {
 		return
 	}
 	be.launch("AttentionForwardCached", "attention_cache_append"+formatSuffix(x), Blocks(n, threads), threads, 0, func(k *Kernel) {

@@ -296,9 +296,19 @@ func (be *Backend) afterOp(op string) {
 	}
 }
 
+// headSize returns C/NH, failing op when heads do not split C evenly: every attention kernel
+// finds head h at column h*C/NH, and the tiled ones copy rows in 16-byte pieces.
+func (be *Backend) headSize(op string, C, NH int) (int, bool) {
+	if NH <= 0 || C%NH != 0 {
+		be.fail(fmt.Errorf("%s: %d channels do not split into %d heads", op, C, NH))
+		return 0, false
+	}
+	return C / NH, true
+}
+
 func (be *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int, mask backend.AttentionMask) {
-	HS := C / NH
-	if !be.sameFormat("AttentionForward", backend.I32, mask.Lengths) {
+	HS, ok := be.headSize("AttentionForward", C, NH)
+	if !ok || !be.sameFormat("AttentionForward", backend.I32, mask.Lengths) {
 		return
 	}
 	x := qkv.DType()
@@ -328,8 +338,8 @@ func (be *Backend) AttentionForward(out, lse, qkv backend.Buf, B, T, C, NH int, 
 }
 
 func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Buf, B, T, C, NH int, mask backend.AttentionMask) {
-	HS := C / NH
-	if !be.sameFormat("AttentionBackward", backend.I32, mask.Lengths) {
+	HS, ok := be.headSize("AttentionBackward", C, NH)
+	if !ok || !be.sameFormat("AttentionBackward", backend.I32, mask.Lengths) {
 		return
 	}
 	x := qkv.DType()
