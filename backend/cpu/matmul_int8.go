@@ -163,9 +163,21 @@ func (j *int8Job) runTask(_, task int) {
 	w, s, OC, stride := j.w, j.s, j.w.OC, j.w.stride
 	lo, hi := task*j.rows, min(OC, (task+1)*j.rows)
 	block := w.q[lo*stride : hi*stride]
-	for n := range j.N {
+	n := 0
+	if j.kernel == int8VNNI { // four input rows at a time, then the rest one by one
+		for ; n+4 <= j.N; n += 4 {
+			// The int32 sums go into the output's own memory and are turned into floats in place.
+			all := unsafe.Slice((*int32)(unsafe.Pointer(&j.out[n*OC])), 4*OC)
+			done := dotsInt8VNNI4(all[lo:], OC, hi-lo, s.x8[n*stride:(n+4)*stride], block)
+			for i := range 4 {
+				sums := all[i*OC+lo : i*OC+hi]
+				dotsInt8VNNI(sums[done:], s.x8[(n+i)*stride:(n+i+1)*stride], block[done*stride:])
+				j.finish(n+i, lo, sums)
+			}
+		}
+	}
+	for ; n < j.N; n++ {
 		dst := j.out[n*OC+lo : n*OC+hi]
-		// The int32 sums go into the output's own memory and are turned into floats in place.
 		sums := unsafe.Slice((*int32)(unsafe.Pointer(&dst[0])), len(dst))
 		x := s.x8[n*stride : (n+1)*stride]
 		switch j.kernel {
@@ -173,20 +185,30 @@ func (j *int8Job) runTask(_, task int) {
 			dotsInt8AVX2(sums, s.x16[n*stride:(n+1)*stride], block)
 		case int8VNNI:
 			dotsInt8VNNI(sums, x, block)
-			for i := range sums {
-				sums[i] -= 128 * w.rowSums[lo+i] // exact in int32: undoes the +128 on x
-			}
 		default:
 			dotsInt8(sums, x, block)
 		}
-		xs := s.scales[n]
-		for i, sum := range sums {
-			v := float32(float32(sum) * float32(xs*w.scales[lo+i])) // conversions: no fused multiply-add
-			if j.bias != nil {
-				v += j.bias[lo+i]
-			}
-			dst[i] = v
+		j.finish(n, lo, sums)
+	}
+}
+
+// finish turns input row n's int32 sums against weight rows lo.. (in the output's memory) into
+// the outputs: the VNNI kernels' shift undone, then scaled and biased in the documented order.
+func (j *int8Job) finish(n, lo int, sums []int32) {
+	w := j.w
+	if j.kernel == int8VNNI {
+		for i := range sums {
+			sums[i] -= 128 * w.rowSums[lo+i] // exact in int32: undoes the +128 on x
 		}
+	}
+	dst := unsafe.Slice((*float32)(unsafe.Pointer(&sums[0])), len(sums))
+	xs := j.s.scales[n]
+	for i, sum := range sums {
+		v := float32(float32(sum) * float32(xs*w.scales[lo+i])) // conversions: no fused multiply-add
+		if j.bias != nil {
+			v += j.bias[lo+i]
+		}
+		dst[i] = v
 	}
 }
 

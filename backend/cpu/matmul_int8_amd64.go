@@ -47,6 +47,12 @@ func dotsInt8AVX2Asm(dst *int32, n int, x *int16, k int, rows *int8)
 //go:noescape
 func dotsInt8VNNIAsm(dst *int32, n int, x *int8, k int, rows *int8)
 
+// dotsInt8VNNI4x4Asm is dotsInt8VNNIAsm for four input rows at x, x+k, x+2k, x+3k: it sets
+// dst[i*ldd+j] for i < 4 and j < n, n a multiple of 4 (matmul_int8_amd64.s).
+//
+//go:noescape
+func dotsInt8VNNI4x4Asm(dst *int32, ldd int, n int, x *int8, k int, rows *int8)
+
 // dotsInt8AVX2 is dotsInt8 with x widened to int16.
 func dotsInt8AVX2(dst []int32, x []int16, rows []int8) {
 	n, k := len(dst), len(x)
@@ -71,4 +77,21 @@ func dotsInt8VNNI(dst []int32, x, rows []int8) {
 	}
 	_ = rows[n*k-1]
 	dotsInt8VNNIAsm(&dst[0], n, &x[0], k, &rows[0])
+}
+
+// dotsInt8VNNI4 is dotsInt8VNNI for the four input rows x[i*k:(i+1)*k], i < 4, and weight rows
+// n - n%4 of rows: dst[i*ldd+j] for j < n - n%4. It returns how many weight rows it did.
+func dotsInt8VNNI4(dst []int32, ldd int, n int, x, rows []int8) int {
+	k := len(x) / 4
+	n4 := n / 4 * 4
+	if n4 == 0 {
+		return 0
+	}
+	if k%64 != 0 || len(x) != 4*k {
+		panic("cpu: dotsInt8VNNI4 needs four rows of a multiple of 64")
+	}
+	_ = rows[n4*k-1]
+	_ = dst[3*ldd+n4-1]
+	dotsInt8VNNI4x4Asm(&dst[0], ldd, n4, &x[0], k, &rows[0])
+	return n4
 }

@@ -16,3 +16,7 @@ func int8Active() int8Kernel {
 
 func dotsInt8AVX2(dst []int32, x []int16, rows []int8) { panic("cpu: no AVX2 on this architecture") }
 func dotsInt8VNNI(dst []int32, x, rows []int8)         { panic("cpu: no VNNI on this architecture") }
+
+func dotsInt8VNNI4(dst []int32, ldd int, n int, x, rows []int8) int {
+	panic("cpu: no VNNI on this architecture")
+}

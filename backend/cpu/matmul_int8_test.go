@@ -173,3 +173,35 @@ func BenchmarkMatvecInt8(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatmulInt8 times a batch of rows (eval, a prompt: N=256) through GPT-2 124M's matmuls
+// in int8 on each kernel and in fp32 (sgemm) beside them, in GOP/s (2*N*C*OC operations).
+func BenchmarkMatmulInt8(b *testing.B) {
+	defer func(saved int8Kernel) { int8Force = saved }(int8Force)
+	const N = 256
+	for _, s := range []struct{ C, OC int }{{bC, 3 * bC}, {bC, 4 * bC}, {4 * bC, bC}} {
+		be := New(0)
+		inp, weight, bias := benchBuf(be, N*s.C), benchBuf(be, s.OC*s.C), benchBuf(be, s.OC)
+		out := be.Alloc(N * s.OC)
+		qw, err := be.QuantizeInt8(weight, s.OC, s.C)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops := 2 * float64(N) * float64(s.C) * float64(s.OC)
+		b.Run(fmt.Sprintf("fp32/N=%d,C=%d,OC=%d", N, s.C, s.OC), func(b *testing.B) {
+			for b.Loop() {
+				be.MatmulForward(out, inp, weight, bias, N, s.C, s.OC)
+			}
+			b.ReportMetric(ops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GOP/s")
+		})
+		for _, kernel := range int8Kernels() {
+			int8Force = kernel
+			b.Run(fmt.Sprintf("int8-%v/N=%d,C=%d,OC=%d", kernel, N, s.C, s.OC), func(b *testing.B) {
+				for b.Loop() {
+					be.MatmulForwardInt8(out, inp, qw, bias, N, s.C, s.OC)
+				}
+				b.ReportMetric(ops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GOP/s")
+			})
+		}
+	}
+}
