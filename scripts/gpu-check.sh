@@ -39,7 +39,8 @@ rows=()
 # device tool stops at its time limit still brings back what it reached.
 row() {
   rows+=("$(printf '%-44s | %-8s | %s' "$1" "$2" "$3")")
-  [ -n "$out" ] && mkdir -p "$out" && printf '%s\n' "${rows[-1]}" >> "$out/rows-$part.txt"
+  if [ -n "$out" ]; then mkdir -p "$out" && printf '%s\n' "${rows[-1]}" >> "$out/rows-$part.txt"; fi
+  return 0 # callers write `check && row ok || row FAIL`
 }
 [ -n "$out" ] && mkdir -p "$out" && rm -f "$out/rows-$part.txt"
 # finish writes the summary and packs the logs into OUTDIR: at the end, or when a signal (the
