@@ -8,6 +8,7 @@ import (
 	"github.com/gpt2go/gpt2go/backend/cpu"
 	"github.com/gpt2go/gpt2go/bert"
 	"github.com/gpt2go/gpt2go/gpt"
+	"github.com/gpt2go/gpt2go/internal/gputest"
 )
 
 // mixedPlans are the 16-bit storage plans: bf16 and fp16 compute with fp32 or 16-bit gradients,
@@ -67,16 +68,6 @@ func TestBF16PlanSizeBertBase(t *testing.T) {
 			t.Errorf("%v plans %.1f%% of fp32's bytes; want <= 60%%", prec, 100*ratio)
 		}
 	}
-}
-
-// relL2 is |got - want| / |want| over whole tensors.
-func relL2(got, want []float32) float64 {
-	var d, w float64
-	for i := range got {
-		d += (float64(got[i]) - float64(want[i])) * (float64(got[i]) - float64(want[i]))
-		w += float64(want[i]) * float64(want[i])
-	}
-	return math.Sqrt(d / max(w, 1e-300))
 }
 
 // A 16-bit model against the PyTorch fp32 fixture: the same model, with each activation and the
@@ -149,7 +140,7 @@ func testMixedPrecision(t *testing.T, be backend.Backend) {
 					if s.Name == "qkvb" { // the key bias's exact gradient is 0: only rounding noise
 						got, ref = withoutKeyBias(got, r.cfg.NumLayers, r.cfg.Channels), withoutKeyBias(ref, r.cfg.NumLayers, r.cfg.Channels)
 					}
-					e := relL2(got, ref)
+					e := gputest.RelL2(got, ref)
 					worst = max(worst, e)
 					if e > gradTol {
 						t.Errorf("grad.%s: relative L2 error %.3g vs PyTorch fp32 > %g", s.Name, e, gradTol)

@@ -1,13 +1,13 @@
 package gpt_test
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/backend/cpu"
 	"github.com/gpt2go/gpt2go/gpt"
+	"github.com/gpt2go/gpt2go/internal/gputest"
 )
 
 // TestQuantizeInt8's checks on the GPU (dp4a kernels): the int8 model against its fp32 self, the
@@ -51,20 +51,9 @@ func TestCUDAInt8TracksCPU(t *testing.T) {
 	}
 	cpuFP32, cpuInt8 := int8Logits(cpu.New(0))
 	_, gpuInt8 := int8Logits(g)
-	quantization, backends := relL2(cpuInt8, cpuFP32), relL2(gpuInt8, cpuInt8)
+	quantization, backends := gputest.RelL2(cpuInt8, cpuFP32), gputest.RelL2(gpuInt8, cpuInt8)
 	t.Logf("relative L2: int8 vs fp32 (CPU) %.3g, GPU int8 vs CPU int8 %.3g", quantization, backends)
 	if backends > quantization/10 {
 		t.Fatalf("the GPU's int8 logits are %.3g from the CPU's (relative L2); int8 itself moves them %.3g", backends, quantization)
 	}
-}
-
-// relL2 is |got - want| / |want| over all elements.
-func relL2(got, want []float32) float64 {
-	var num, den float64
-	for i := range want {
-		d := float64(got[i]) - float64(want[i])
-		num += d * d
-		den += float64(want[i]) * float64(want[i])
-	}
-	return math.Sqrt(num / max(den, 1e-30))
 }

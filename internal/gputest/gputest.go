@@ -4,6 +4,7 @@
 package gputest
 
 import (
+	"math"
 	"os"
 	"testing"
 
@@ -24,4 +25,15 @@ func Backend(tb testing.TB, opts cuda.Options) *cuda.Backend {
 		tb.Skipf("no usable GPU, so this GPU test did not run: %v", err)
 	}
 	return be
+}
+
+// RelL2 is |got - want| / |want| over whole tensors (float64 sums): the measure tests use to
+// compare a GPU's result with the CPU's or a reference's.
+func RelL2(got, want []float32) float64 {
+	var d, w float64
+	for i := range got {
+		d += (float64(got[i]) - float64(want[i])) * (float64(got[i]) - float64(want[i]))
+		w += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(d / max(w, 1e-300))
 }
