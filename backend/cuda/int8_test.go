@@ -74,11 +74,7 @@ func TestInt8MatchesCPUBits(t *testing.T) {
 					outs[i] = make([]float32, N*OC)
 					be.Download(outs[i], out)
 				}
-				for i := range outs[0] {
-					if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
-						t.Fatalf("%s: out[%d] (row %d, column %d) is %v on the GPU, %v on the CPU", name, i, i/OC, i%OC, outs[1][i], outs[0][i])
-					}
-				}
+				sameBits(t, name+" (CPU, then GPU)", outs[0], outs[1])
 			}
 		}
 	}
