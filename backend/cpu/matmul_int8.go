@@ -164,14 +164,19 @@ func (j *int8Job) runTask(_, task int) {
 	lo, hi := task*j.rows, min(OC, (task+1)*j.rows)
 	block := w.q[lo*stride : hi*stride]
 	n := 0
-	if j.kernel == int8VNNI { // four input rows at a time, then the rest one by one
+	if j.kernel != int8Go { // four input rows at a time, then the rest one by one
 		for ; n+4 <= j.N; n += 4 {
 			// The int32 sums go into the output's own memory and are turned into floats in place.
 			all := unsafe.Slice((*int32)(unsafe.Pointer(&j.out[n*OC])), 4*OC)
-			done := dotsInt8VNNI4(all[lo:], OC, hi-lo, s.x8[n*stride:(n+4)*stride], block)
+			var done int
+			if j.kernel == int8VNNI {
+				done = dotsInt8VNNI4(all[lo:], OC, hi-lo, s.x8[n*stride:(n+4)*stride], block)
+			} else {
+				done = dotsInt8AVX2x4(all[lo:], OC, hi-lo, s.x16[n*stride:(n+4)*stride], block)
+			}
 			for i := range 4 {
 				sums := all[i*OC+lo : i*OC+hi]
-				dotsInt8VNNI(sums[done:], s.x8[(n+i)*stride:(n+i+1)*stride], block[done*stride:])
+				j.dots(sums[done:], n+i, block[done*stride:])
 				j.finish(n+i, lo, sums)
 			}
 		}
@@ -179,16 +184,22 @@ func (j *int8Job) runTask(_, task int) {
 	for ; n < j.N; n++ {
 		dst := j.out[n*OC+lo : n*OC+hi]
 		sums := unsafe.Slice((*int32)(unsafe.Pointer(&dst[0])), len(dst))
-		x := s.x8[n*stride : (n+1)*stride]
-		switch j.kernel {
-		case int8AVX2:
-			dotsInt8AVX2(sums, s.x16[n*stride:(n+1)*stride], block)
-		case int8VNNI:
-			dotsInt8VNNI(sums, x, block)
-		default:
-			dotsInt8(sums, x, block)
-		}
+		j.dots(sums, n, block)
 		j.finish(n, lo, sums)
+	}
+}
+
+// dots sets sums[i] to input row n's dot product with weight row i of rows, one row at a time,
+// on the job's kernel.
+func (j *int8Job) dots(sums []int32, n int, rows []int8) {
+	s, stride := j.s, j.w.stride
+	switch j.kernel {
+	case int8AVX2:
+		dotsInt8AVX2(sums, s.x16[n*stride:(n+1)*stride], rows)
+	case int8VNNI:
+		dotsInt8VNNI(sums, s.x8[n*stride:(n+1)*stride], rows)
+	default:
+		dotsInt8(sums, s.x8[n*stride:(n+1)*stride], rows)
 	}
 }
 

@@ -53,6 +53,12 @@ func dotsInt8VNNIAsm(dst *int32, n int, x *int8, k int, rows *int8)
 //go:noescape
 func dotsInt8VNNI4x4Asm(dst *int32, ldd int, n int, x *int8, k int, rows *int8)
 
+// dotsInt8AVX2x4Asm is dotsInt8AVX2Asm for four input rows at x, x+k, x+2k, x+3k: it sets
+// dst[i*ldd+j] for i < 4 and j < n, n a multiple of 2 (matmul_int8_amd64.s).
+//
+//go:noescape
+func dotsInt8AVX2x4Asm(dst *int32, ldd int, n int, x *int16, k int, rows *int8)
+
 // dotsInt8AVX2 is dotsInt8 with x widened to int16.
 func dotsInt8AVX2(dst []int32, x []int16, rows []int8) {
 	n, k := len(dst), len(x)
@@ -94,4 +100,21 @@ func dotsInt8VNNI4(dst []int32, ldd int, n int, x, rows []int8) int {
 	_ = dst[3*ldd+n4-1]
 	dotsInt8VNNI4x4Asm(&dst[0], ldd, n4, &x[0], k, &rows[0])
 	return n4
+}
+
+// dotsInt8AVX2x4 is dotsInt8AVX2 for the four input rows x[i*k:(i+1)*k], i < 4, and weight rows
+// n - n%2 of rows: dst[i*ldd+j] for j < n - n%2. It returns how many weight rows it did.
+func dotsInt8AVX2x4(dst []int32, ldd int, n int, x []int16, rows []int8) int {
+	k := len(x) / 4
+	n2 := n / 2 * 2
+	if n2 == 0 {
+		return 0
+	}
+	if k%32 != 0 || len(x) != 4*k {
+		panic("cpu: dotsInt8AVX2x4 needs four rows of a multiple of 32")
+	}
+	_ = rows[n2*k-1]
+	_ = dst[3*ldd+n2-1]
+	dotsInt8AVX2x4Asm(&dst[0], ldd, n2, &x[0], k, &rows[0])
+	return n2
 }

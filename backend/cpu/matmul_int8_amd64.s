@@ -235,3 +235,92 @@ x4loop:
 	JNZ  x4block
 	VZEROUPPER
 	RET
+
+// AVX2X4STEP is one step of 16 columns of dotsInt8AVX2x4Asm at byte offset woff of the weight rows
+// and xoff = 2*woff of the input rows: both weight rows widened once, then each input row's two products.
+#define AVX2X4STEP(woff, xoff) \
+	VPMOVSXBW woff(R8)(AX*1), Y0 \
+	VPMOVSXBW woff(R12)(AX*1), Y1 \
+	VMOVDQU   xoff(SI)(AX*2), Y2 \
+	VMOVDQU   xoff(R9)(AX*2), Y12 \
+	VPMADDWD  Y0, Y2, Y3 \
+	VPMADDWD  Y1, Y2, Y2 \
+	VPADDD    Y3, Y4, Y4 \
+	VPADDD    Y2, Y5, Y5 \
+	VPMADDWD  Y0, Y12, Y3 \
+	VPMADDWD  Y1, Y12, Y12 \
+	VPADDD    Y3, Y6, Y6 \
+	VPADDD    Y12, Y7, Y7 \
+	VMOVDQU   xoff(R10)(AX*2), Y2 \
+	VMOVDQU   xoff(R11)(AX*2), Y12 \
+	VPMADDWD  Y0, Y2, Y3 \
+	VPMADDWD  Y1, Y2, Y2 \
+	VPADDD    Y3, Y8, Y8 \
+	VPADDD    Y2, Y9, Y9 \
+	VPMADDWD  Y0, Y12, Y3 \
+	VPMADDWD  Y1, Y12, Y12 \
+	VPADDD    Y3, Y10, Y10 \
+	VPADDD    Y12, Y11, Y11
+
+// func dotsInt8AVX2x4Asm(dst *int32, ldd int, n int, x *int16, k int, rows *int8)
+//
+// dotsInt8AVX2Asm for four input rows at once: dst[i*ldd+j] = sum over l < k of
+// x[i*k+l]*rows[j*k+l] for i < 4 and j < n, n a multiple of 2 and k of 32. Two weight rows at a
+// time are widened once per step and multiplied with all four input rows (Y4-Y11: input row i,
+// weight row r in Y(4+2i+r)), so each widening serves four VPMADDWDs instead of one; with 16 YMM
+// registers, four by two is the largest block that keeps its sums, operands and a temporary.
+TEXT ·dotsInt8AVX2x4Asm(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R13
+	SHLQ $2, R13            // ldd in bytes
+	MOVQ n+16(FP), CX
+	MOVQ x+24(FP), SI
+	MOVQ k+32(FP), DX
+	MOVQ rows+40(FP), R8
+	LEAQ (SI)(DX*2), R9     // input rows 1, 2, 3 (int16: 2k bytes apart)
+	LEAQ (SI)(DX*4), R10
+	LEAQ (R9)(DX*4), R11
+
+x2pair:
+	LEAQ  (R8)(DX*1), R12   // weight row 1
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	XORQ  AX, AX
+
+x2loop:
+	AVX2X4STEP(0, 0)
+	AVX2X4STEP(16, 32)
+	ADDQ $32, AX
+	CMPQ AX, DX
+	JLT  x2loop
+
+	// Input rows 0 and 1, then 2 and 3: each VPHADDD chain leaves per 128-bit lane one partial sum
+	// of (row a, weight 0), (a, 1), (b, 0), (b, 1); adding the lanes gives the four sums.
+	VPHADDD      Y5, Y4, Y4
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPADDD       X5, X4, X4
+	VPHADDD      Y9, Y8, Y8
+	VPHADDD      Y11, Y10, Y10
+	VPHADDD      Y10, Y8, Y8
+	VEXTRACTI128 $1, Y8, X9
+	VPADDD       X9, X8, X8
+	LEAQ         (DI)(R13*2), BX
+	VMOVQ        X4, (DI)
+	VPEXTRQ      $1, X4, (DI)(R13*1)
+	VMOVQ        X8, (BX)
+	VPEXTRQ      $1, X8, (BX)(R13*1)
+
+	ADDQ $8, DI
+	LEAQ (R8)(DX*2), R8
+	SUBQ $2, CX
+	JNZ  x2pair
+	VZEROUPPER
+	RET

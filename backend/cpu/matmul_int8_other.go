@@ -20,3 +20,7 @@ func dotsInt8VNNI(dst []int32, x, rows []int8)         { panic("cpu: no VNNI on 
 func dotsInt8VNNI4(dst []int32, ldd int, n int, x, rows []int8) int {
 	panic("cpu: no VNNI on this architecture")
 }
+
+func dotsInt8AVX2x4(dst []int32, ldd int, n int, x []int16, rows []int8) int {
+	panic("cpu: no AVX2 on this architecture")
+}
