@@ -17,9 +17,11 @@ import (
 //
 // Graphs need everything that changes between steps to reach the ops through backend memory
 // (the tokens, the learning rate: see backend.Ops.AdamWAll), so they are used only where that
-// holds: one process (data parallel runs exchange gradients on the host), no fp16 loss
-// scaling (its scale changes the ops' arguments), a GPT model. Stochastic rounding's seed is
-// uploaded with the learning rate (gpt.Trainable.SetUpdateStep). A recording that fails (the
+// holds: one process (data parallel runs exchange gradients on the host) and a GPT model.
+// Stochastic rounding's seed is uploaded with the learning rate (gpt.Trainable.SetUpdateStep).
+// fp16's loss scale is a kernel argument (of the loss gradient and the gradient statistics),
+// so the graphs are recorded per scale: a new scale drops them (useScale), which costs a
+// direct step and a recording each time the scale changes, once per overflow or growth. A recording that fails (the
 // backend names what it refused) turns graphs off for the rest of the run, with a line in the
 // log, and the step runs without them: same bits. A graph whose memory has moved since
 // (backend.ErrGraphStale) is dropped and recorded again.
@@ -29,8 +31,21 @@ type stepGraphs struct {
 	g      backend.Grapher
 	warm   map[string]bool
 	graphs map[string]backend.Graph
+	scale  float64 // the loss scale the graphs hold (useScale)
 	off    bool
 	logf   func(format string, args ...any)
+}
+
+// useScale starts a step at loss scale scale: graphs recorded at another one hold that scale in
+// their kernels' arguments, so they are dropped and the parts are run directly, then recorded
+// again, as at the start of the run.
+func (s *stepGraphs) useScale(scale float64) {
+	if s == nil || s.scale == scale {
+		return
+	}
+	s.scale = scale
+	s.close()
+	clear(s.warm)
 }
 
 func newStepGraphs(g backend.Grapher, logf func(string, ...any)) *stepGraphs {
@@ -127,8 +142,6 @@ func (t *Trainer) graphsFor() (*stepGraphs, string) {
 	switch {
 	case t.distributed():
 		return nil, "off: data-parallel steps exchange gradients on the host"
-	case t.state.LossScale != nil:
-		return nil, "off: fp16's loss scale changes from step to step"
 	case t.cfg.IsBERT():
 		return nil, "off: BERT's masking reads its batch on the host"
 	}

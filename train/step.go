@@ -93,6 +93,7 @@ func (t *Trainer) queueStep(step int) (*stepRun, error) {
 	r := &stepRun{step: step, lr: cfg.LRAt(step - 1), usedScale: float64(t.lossScale()), start: time.Now(), slot: step % 2 * A}
 	t.commTime, t.commWait, t.gradsReduced = 0, 0, false
 	gt, split := t.task.(graphTask)
+	t.graphs.useScale(r.usedScale)
 	if !split {
 		m.ZeroGrad()
 	}

@@ -53,21 +53,25 @@ func logEntries(t *testing.T, dir string) map[int]map[string]any {
 // stops and resumes the pipelined run; and the pipelined runs again with each part of a step
 // recorded as a graph and replayed (graphs.go, on graphrec's recording of the CPU backend, which
 // keeps arguments as a CUDA graph does): every logged number and the final weights must be the
-// same bits, under a learning rate that changes at every step. All of it in fp32 and in bf16
-// with stochastic rounding, whose seed changes at every step too.
+// same bits, under a learning rate that changes at every step. All of it in fp32, in bf16
+// with stochastic rounding, whose seed changes at every step too, and in fp16 with a loss scale
+// that overflows and grows (its steps are never pipelined; the graphs are recorded per scale).
 func TestPipelinedStepsMatch(t *testing.T) { testPipelinedStepsMatch(t, nil) }
 
 // testPipelinedStepsMatch is TestPipelinedStepsMatch on be (nil: the CPU). A backend that records
 // graphs itself uses them in the pipelined runs; the sync run never does.
 func testPipelinedStepsMatch(t *testing.T, be backend.Backend) {
 	dataDir := writeDataset(t, 50)
-	for _, prec := range []string{"fp32", "bf16"} {
+	for _, prec := range []string{"fp32", "bf16", "fp16"} {
 		t.Run(prec, func(t *testing.T) {
 			cfg := smallConfig(dataDir)
 			cfg.GradAccum, cfg.GradClip = 2, 0.5 // clipping active: the norms here are above 0.5
 			cfg.EvalEvery, cfg.CkptEvery = 5, 4
 			if prec != "fp32" {
 				cfg.Precision, cfg.StochasticRounding = prec, true
+			}
+			if prec == "fp16" { // overflows at first, then grows after every 2 clean steps
+				cfg.LossScale = LossScaleConfig{Init: 0x1p21, Growth: 2, Backoff: 0.5, Window: 2}
 			}
 			pipelinedStepsMatch(t, be, cfg)
 		})
@@ -92,9 +96,9 @@ func pipelinedStepsMatch(t *testing.T, be backend.Backend, cfg Config) {
 			rec = graphrec.Wrap(cpu.New(2))
 			opts.Backend = rec
 		}
-		resumed := strings.HasSuffix(name, "resumed")
+		resumed, stopAt := strings.HasSuffix(name, "resumed"), 7
 		if resumed {
-			opts.StopAt = 7
+			opts.StopAt = stopAt
 		}
 		if _, err := runTrain(t, opts); err != nil {
 			t.Fatal(err)
@@ -110,14 +114,12 @@ func pipelinedStepsMatch(t *testing.T, be backend.Backend, cfg Config) {
 				t.Errorf("%s: the run did not keep graphs on:\n%s", name, out.String())
 			}
 		}
-		// Three graphs (the first and the last micro-batch, the update), each run directly at
-		// its first use, recorded at its second and launched from then on; a resumed run
-		// does that once per session.
 		if rec != nil {
-			captures, launches := 3, 3*(cfg.Steps-1)
+			sessions := [][2]int{{1, cfg.Steps}}
 			if resumed {
-				captures, launches = 6, 3*(cfg.Steps-2)
+				sessions = [][2]int{{1, stopAt}, {stopAt + 1, cfg.Steps}}
 			}
+			captures, launches := wantGraphs(logEntries(t, dirs[name]), sessions)
 			if rec.Captures != captures || rec.Launches != launches {
 				t.Errorf("%s: %d graphs recorded and %d launched, want %d and %d", name, rec.Captures, rec.Launches, captures, launches)
 			}
@@ -126,6 +128,17 @@ func pipelinedStepsMatch(t *testing.T, be backend.Backend, cfg Config) {
 	want := logEntries(t, dirs["sync"])
 	if len(want) != cfg.Steps {
 		t.Fatalf("the sync run logged %d steps, want %d", len(want), cfg.Steps)
+	}
+	if cfg.Precision == "fp16" {
+		scales := map[float64]bool{}
+		skipped := 0.0
+		for _, w := range want {
+			scales[w["loss_scale"].(float64)] = true
+			skipped += w["skipped"].(float64)
+		}
+		if len(scales) < 3 || skipped == 0 {
+			t.Errorf("the fp16 run should skip steps and change its loss scale more than once (%d skipped, scales %v)", int(skipped), scales)
+		}
 	}
 	clipped := 0
 	for step, w := range want {
@@ -155,6 +168,29 @@ func pipelinedStepsMatch(t *testing.T, be backend.Backend, cfg Config) {
 			}
 		}
 	}
+}
+
+// wantGraphs is how many graphs a run records and launches, from its log: each of a step's three
+// parts (the first and the last micro-batch, the update) runs directly at its first use, is
+// recorded at its second and launched from then on, afresh in each session (from, to) and at
+// each new loss scale (1 without fp16).
+func wantGraphs(log map[int]map[string]any, sessions [][2]int) (captures, launches int) {
+	for _, s := range sessions {
+		run := 0 // steps so far at this scale
+		for step := s[0]; step <= s[1]; step++ {
+			scale, _ := log[step]["loss_scale"].(float64)
+			if prev, _ := log[step-1]["loss_scale"].(float64); step > s[0] && scale != prev {
+				run = 0
+			}
+			if run++; run >= 2 {
+				launches += 3
+				if run == 2 {
+					captures += 3
+				}
+			}
+		}
+	}
+	return captures, launches
 }
 
 // finalParams are the weights of a run's last checkpoint.
