@@ -18,7 +18,9 @@ func TestCUDAQuantizeInt8(t *testing.T) { testQuantizeInt8(t, cudaBackend(t), 4)
 // their logits: the int8 products are the same bits on both (backend/cuda TestInt8MatchesCPUBits),
 // but the float ops around them (LayerNorm, attention) round differently, which can move an input
 // across a quantization boundary. So the GPU's int8 logits must be much closer to the CPU's int8
-// logits than int8 is to fp32: within a tenth of that distance, in relative L2.
+// logits than int8 is to fp32: within a quarter of that distance, in relative L2 (a CPU
+// stand-in, one-ulp nudges of the float parameters, moved them up to 0.06 of it, in steps of one
+// flipped quantum; a broken kernel moves them by the whole distance or more).
 func TestCUDAInt8TracksCPU(t *testing.T) {
 	g := cudaBackend(t)
 	cfg := kvConfig
@@ -53,7 +55,7 @@ func TestCUDAInt8TracksCPU(t *testing.T) {
 	_, gpuInt8 := int8Logits(g)
 	quantization, backends := gputest.RelL2(cpuInt8, cpuFP32), gputest.RelL2(gpuInt8, cpuInt8)
 	t.Logf("relative L2: int8 vs fp32 (CPU) %.3g, GPU int8 vs CPU int8 %.3g", quantization, backends)
-	if backends > quantization/10 {
+	if backends > quantization/4 {
 		t.Fatalf("the GPU's int8 logits are %.3g from the CPU's (relative L2); int8 itself moves them %.3g", backends, quantization)
 	}
 }

@@ -40,8 +40,11 @@ func (b *int8Buf) Bytes() int64 {
 // QuantizeInt8 returns weight(OC,C) quantized to int8 by output channel (see backend.Backend).
 func (be *Backend) QuantizeInt8(weight backend.Buf, OC, C int) (backend.Buf, error) {
 	w := Floats(weight)
-	if len(w) < OC*C {
+	switch {
+	case len(w) < OC*C || OC <= 0 || C <= 0:
 		return nil, fmt.Errorf("quantize: weight of %d values for (%d,%d)", len(w), OC, C)
+	case C > backend.Int8MaxC:
+		return nil, fmt.Errorf("quantize: rows of %d values; int8 sums overflow beyond %d", C, backend.Int8MaxC)
 	}
 	stride := (C + int8Align - 1) / int8Align * int8Align
 	qb := &int8Buf{q: make([]int8, OC*stride), scales: make([]float32, OC), rowSums: make([]int32, OC),

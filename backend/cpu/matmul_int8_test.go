@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -40,6 +41,13 @@ func TestMatmulForwardInt8(t *testing.T) {
 				weight[i] = float32(math.Copysign(1, float64(weight[i])))
 			}
 		}
+		if N >= 8 { // a row with a NaN, one with an Inf (their outputs NaN), a tiny one (x 1e-38)
+			inp[2*C+C/2] = float32(math.NaN())
+			inp[3*C] = float32(math.Inf(-1))
+			for i := 4 * C; i < 5*C; i++ {
+				inp[i] *= 1e-38
+			}
+		}
 		var first []float32
 		for _, withBias := range []bool{true, false} {
 			first = nil
@@ -63,6 +71,11 @@ func TestMatmulForwardInt8(t *testing.T) {
 					out, whole := guarded(make([]float32, N*OC))
 					be.MatmulForwardInt8(&floatBuf{data: out}, x, qw, b, N, C, OC)
 					checkGuards(t, name, whole)
+					for i, v := range out {
+						if n := i / OC; N >= 8 && (n == 2 || n == 3) != math.IsNaN(float64(v)) {
+							t.Fatalf("%s: out[%d,%d] = %g: want NaN exactly in the rows holding a NaN or an Inf", name, n, i%OC, v)
+						}
+					}
 					if first == nil {
 						first = out
 						checkInt8Reference(t, name, out, inp, weight, bias, qw.(*int8Buf), N, C, OC, withBias)
@@ -104,7 +117,11 @@ func checkInt8Reference(t *testing.T, name string, out, inp, weight, bias []floa
 			if math.Float32bits(got) != math.Float32bits(want) {
 				t.Fatalf("%s: out[%d,%d] = %g, the int64 reference gives %g", name, n, o, got, want)
 			}
-			// Each factor is off by at most half a step of its row's max/127.
+			// Each factor is off by at most half a step of its row's max/127 (a NaN or an Inf
+			// in the row makes both NaN).
+			if math.IsNaN(exact) || math.IsInf(exact, 0) {
+				continue
+			}
 			if d := math.Abs(float64(got) - exact); !(d <= 0.02*scale+1e-6) {
 				t.Fatalf("%s: out[%d,%d] = %g, far from the float product %g (scale %g)", name, n, o, got, exact, scale)
 			}
@@ -141,6 +158,37 @@ func TestQuantizeInt8(t *testing.T) {
 	}
 	if q.stride%int8Align != 0 || qb.DType() != backend.I8 || qb.Len() != 20 {
 		t.Fatalf("stride %d dtype %v len %d", q.stride, qb.DType(), qb.Len())
+	}
+	if _, err := be.QuantizeInt8(be.Alloc(backend.Int8MaxC+1), 1, backend.Int8MaxC+1); err == nil {
+		t.Errorf("rows of %d values, whose int32 sums may overflow: no error", backend.Int8MaxC+1)
+	}
+}
+
+// TestQuantizeRowInt8EdgeCases: a row holding a NaN or an Inf quantizes to zeros with a NaN
+// scale; a row whose values are all below 2^-64 quantizes as the same row made 2^64 times
+// larger, with its own scale (127/max would overflow otherwise, and 0*Inf make NaNs).
+func TestQuantizeRowInt8EdgeCases(t *testing.T) {
+	q := make([]int8, 5)
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		q[0] = 9
+		scale := backend.QuantizeRowInt8(q, []float32{1, bad, -2, 0, 0.5})
+		if !math.IsNaN(float64(scale)) || q[0] != 0 || q[1] != 0 || q[2] != 0 {
+			t.Errorf("row with %v: q = %v, scale %v; want zeros and NaN", bad, q, scale)
+		}
+	}
+	tiny := []float32{1e-38, 0, 5e-39, -1e-38, 2.5e-39}
+	big := make([]float32, len(tiny))
+	for i, v := range tiny {
+		big[i] = v * 0x1p64
+	}
+	want := make([]int8, len(big))
+	backend.QuantizeRowInt8(want, big)
+	scale := backend.QuantizeRowInt8(q, tiny)
+	if !slices.Equal(q, want) || scale != float32(1e-38)/127 {
+		t.Errorf("tiny row: q = %v, scale %g; want %v (the row x 2^64), scale %g", q, scale, want, float32(1e-38)/127)
+	}
+	if want[1] != 0 || want[0] != 127 || want[3] != -127 {
+		t.Errorf("the row x 2^64 quantizes to %v", want)
 	}
 }
 

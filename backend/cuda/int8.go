@@ -16,9 +16,6 @@ import (
 // pieces, and the zero padding adds nothing to a dot product.
 const int8Align = 16
 
-// int8MaxC bounds a row's length: OC*127*127 products must not overflow the int32 sum.
-const int8MaxC = (1<<31 - 1) / (127 * 127)
-
 // int8Weight is a matmul weight(OC,C) quantized for MatmulForwardInt8, in device memory: OC rows of
 // stride bytes (C int8 values, then zeros) at q and OC float32 scales at scales.
 type int8Weight struct {
@@ -38,8 +35,8 @@ func (be *Backend) QuantizeInt8(weight backend.Buf, OC, C int) (backend.Buf, err
 	switch {
 	case weight.Len() < OC*C || OC <= 0 || C <= 0:
 		return nil, fmt.Errorf("quantize: weight of %d values for (%d,%d)", weight.Len(), OC, C)
-	case C > int8MaxC:
-		return nil, fmt.Errorf("quantize: rows of %d values; int8 sums overflow beyond %d", C, int8MaxC)
+	case C > backend.Int8MaxC:
+		return nil, fmt.Errorf("quantize: rows of %d values; int8 sums overflow beyond %d", C, backend.Int8MaxC)
 	}
 	w := make([]float32, OC*C)
 	be.Download(w, weight)
@@ -85,6 +82,10 @@ func (be *Backend) MatmulForwardInt8(out, inp, qweight, bias backend.Buf, N, C, 
 	if N <= 0 || !be.sameFormat("MatmulForwardInt8", x, inp, bias) {
 		return
 	}
+	if inp.Len() < N*C || out.Len() < N*OC || (bias != nil && bias.Len() < OC) {
+		be.fail(fmt.Errorf("MatmulForwardInt8: buffers of %d, %d and %d values for N=%d C=%d OC=%d", inp.Len(), out.Len(), lenOf(bias), N, C, OC))
+		return
+	}
 	xq := be.ensure(&be.scratch.int8q, &be.scratch.int8qN, int64(N)*int64(qw.stride), 1)
 	xs := be.ensure(&be.scratch.int8s, &be.scratch.int8sN, int64(N), 4)
 	suffix := formatSuffix(x)
@@ -96,4 +97,12 @@ func (be *Backend) MatmulForwardInt8(out, inp, qweight, bias backend.Buf, N, C, 
 	be.launch("MatmulForwardInt8", "matmul_int8"+suffix, grid, warps*32, 0, func(k *Kernel) {
 		k.Ptr(ptrOf(out)).Ptr(xq).Ptr(xs).Ptr(qw.q).Ptr(qw.scales).Ptr(ptrOf(bias)).Int(N).Int(OC).Int(qw.stride)
 	})
+}
+
+// lenOf is buf's length, 0 for nil.
+func lenOf(buf backend.Buf) int {
+	if buf == nil {
+		return 0
+	}
+	return buf.Len()
 }

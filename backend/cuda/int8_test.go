@@ -13,15 +13,17 @@ import (
 // TestInt8MatchesCPUBits runs MatmulForwardInt8 on both backends, in fp32 and in the 16-bit
 // formats, over shapes with ragged rows (C not a multiple of the 16-byte pieces), partial groups
 // of input rows (N not a multiple of INT8_ROWS), partial blocks of weight rows, an all-zero input
-// row and rows at the extremes (every quantized value ±127): the outputs must be the CPU's bits,
-// as the int32 sums are exact and both take the same rounded steps around them. The bytes
+// row, rows at the extremes (every quantized value ±127), rows of ones whose sums (1999*127^2)
+// round when made float32, input rows holding a NaN, an Inf or only values below 2^-64, and a
+// weight row holding a NaN: the outputs must be the CPU's bits (any NaN matching any NaN), as
+// the int32 sums are exact and both take the same rounded steps around them. The bytes
 // QuantizeInt8 reports are checked, and a weight of the wrong shape is refused.
 func TestInt8MatchesCPUBits(t *testing.T) {
 	g := gpu(t, false)
 	c := cpu.New(0)
 	rng := rand.New(rand.NewPCG(8, 8))
 	shapes := [][3]int{{1, 768, 2304}, {1, 3072, 768}, {3, 64, 50}, {8, 40, 203}, {2, 7, 13}, {9, 65, 129},
-		{37, 200, 70}, {4, 3072, 17}, {1, 1, 1}, {130, 96, 1000}}
+		{37, 200, 70}, {4, 3072, 17}, {1, 1, 1}, {130, 96, 1000}, {3, 1999, 33}}
 	for _, dt := range []backend.DType{backend.F32, backend.BF16, backend.F16} {
 		if g.CheckDType(dt) != nil {
 			t.Logf("%v: not on this GPU", dt)
@@ -43,8 +45,23 @@ func TestInt8MatchesCPUBits(t *testing.T) {
 					weight[i] = float32(math.Copysign(1, float64(weight[i])))
 				}
 			}
+			if C == 1999 { // ones: every sum 1999*127^2 = 32241871, which float32 rounds
+				for _, v := range [][]float32{inp, weight} {
+					for i := range v {
+						v[i] = 1
+					}
+				}
+			}
 			if N > 2 {
 				clear(inp[C : 2*C]) // an all-zero row: scale 0
+			}
+			if N >= 8 { // rows with a NaN and an Inf (outputs NaN), a tiny one; a weight row with a NaN
+				inp[2*C+C/2] = float32(math.NaN())
+				inp[3*C] = float32(math.Inf(1))
+				for i := 4 * C; i < 5*C; i++ {
+					inp[i] *= 1e-38
+				}
+				weight[C+C/3] = float32(math.NaN())
 			}
 			for _, withBias := range []bool{true, false} {
 				name := fmt.Sprintf("%v N=%d C=%d OC=%d bias=%v", dt, N, C, OC, withBias)
@@ -74,7 +91,12 @@ func TestInt8MatchesCPUBits(t *testing.T) {
 					outs[i] = make([]float32, N*OC)
 					be.Download(outs[i], out)
 				}
-				sameBits(t, name+" (CPU, then GPU)", outs[0], outs[1])
+				for i := range outs[0] {
+					a, b := outs[0][i], outs[1][i]
+					if math.Float32bits(a) != math.Float32bits(b) && !(math.IsNaN(float64(a)) && math.IsNaN(float64(b))) {
+						t.Fatalf("%s: out[%d,%d] is %v on the CPU, %v on the GPU", name, i/OC, i%OC, a, b)
+					}
+				}
 			}
 		}
 	}

@@ -9,14 +9,19 @@
 // quantize_rows_int8: each row n of x(N,C) becomes q(N,stride) (int8, zero from C to stride) and
 // scales(N), as backend.QuantizeRowInt8 does it: amax = max |x| (exact in any order), inv =
 // 127/amax, q = rint(x*inv) clamped to [-127, 127] (the product rounded to float first), scale =
-// amax/127; an all-zero row gets q = 0, scale 0. One block per row.
+// amax/127. Its edge cases too: an all-zero row gets q = 0, scale 0; a row holding NaN or Inf
+// (its amax taken as Inf here: fmaxf would drop a NaN) gets q = 0, scale NaN; a row with amax
+// below 2^-64 is multiplied by 2^64 first (exact) so that 127/amax stays finite. One block per row.
 template <typename X>
 __device__ __forceinline__ void quantize_rows_int8_t(signed char* q, float* scales, const X* x, int C, int stride) {
     __shared__ float part[32];
     int n = blockIdx.x;
     const X* row = x + (long)n * C;
     float m = 0.0f;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) m = fmaxf(m, fabsf(ld(row + c)));
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float a = fabsf(ld(row + c));
+        m = a <= 3.40282347e+38f ? fmaxf(m, a) : INFINITY; // NaN and Inf make the row's max Inf
+    }
     m = warp_max(m);
     if (threadIdx.x % WARP == 0) part[threadIdx.x / WARP] = m;
     __syncthreads();
@@ -26,13 +31,16 @@ __device__ __forceinline__ void quantize_rows_int8_t(signed char* q, float* scal
     }
     __syncthreads();
     float amax = part[0];
-    float inv = amax == 0.0f ? 0.0f : __fdiv_rn(127.0f, amax);
+    bool zero = amax == 0.0f || amax == INFINITY;      // q = 0
+    bool tiny = amax < 5.42101086e-20f;                // 2^-64: scaled by 2^64 first
+    float up = tiny ? 1.8446744e+19f : 1.0f;           // 2^64 or 1
+    float inv = zero ? 0.0f : __fdiv_rn(127.0f, __fmul_rn(amax, up));
     signed char* qrow = q + (long)n * stride;
     for (int c = threadIdx.x; c < stride; c += blockDim.x) {
-        float r = c < C ? rintf(__fmul_rn(ld(row + c), inv)) : 0.0f;
+        float r = c < C && !zero ? rintf(__fmul_rn(__fmul_rn(ld(row + c), up), inv)) : 0.0f;
         qrow[c] = (signed char)(int)fminf(127.0f, fmaxf(-127.0f, r));
     }
-    if (threadIdx.x == 0) scales[n] = amax == 0.0f ? 0.0f : __fdiv_rn(amax, 127.0f);
+    if (threadIdx.x == 0) scales[n] = amax == 0.0f ? 0.0f : amax == INFINITY ? __int_as_float(0x7fc00000) : __fdiv_rn(amax, 127.0f);
 }
 
 // dp4a adds the four products of a's and b's signed bytes to c (PTX dp4a, sm_61 and newer; the
