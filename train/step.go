@@ -136,6 +136,11 @@ func (t *Trainer) queueStep(step int) (*stepRun, error) {
 	}
 	r.loader = t.train.State()
 	if !t.deviceUpdate() {
+		// The micro-batches' figures were copied back asynchronously (task.collect): wait for
+		// them before reading (these steps wait for the GPU in reduceGrads anyway).
+		if err := backend.FenceOf(t.be).Wait(); err != nil {
+			return nil, err
+		}
 		mine := make([]float32, A*k)
 		for i := range A {
 			t.task.results(r.slot+i, mine[i*k:(i+1)*k])
