@@ -67,8 +67,8 @@ func TestGradStatsOnGPU(t *testing.T) {
 }
 
 // AdamWAll: each element the bits of per-tensor AdamW on the GPU (odd tensor lengths, so the
-// 8-element groups straddle tensors; fp32 and bf16 gradients), close to the CPU's, and nothing
-// written when the stats say not finite.
+// 8-element groups straddle tensors; fp32 and bf16 gradients) and of the CPU's AdamWAll (both
+// round each operation in one order), and nothing written when the stats say not finite.
 func TestAdamWAllOnGPU(t *testing.T) {
 	g := gpu(t, false)
 	c := cpu.New(0)
@@ -120,20 +120,31 @@ func TestAdamWAllOnGPU(t *testing.T) {
 				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 					t.Fatalf("%v %s[%d]: AdamWAll %v, per-tensor AdamW %v", dt, b.name, i, got[i], want[i])
 				}
-				if d := math.Abs(float64(got[i] - ch[i])); d > 1e-6*math.Abs(float64(ch[i]))+1e-12 {
+				if math.Float32bits(got[i]) != math.Float32bits(ch[i]) {
 					t.Fatalf("%v %s[%d]: GPU %v, CPU %v", dt, b.name, i, got[i], ch[i])
 				}
 			}
 		}
 		backend.StepStats{Norm: math.NaN()}.Encode(enc)
 		g.Upload(stats, enc)
-		g.Upload(p, p0)
+		for _, b := range []struct {
+			buf  backend.Buf
+			host []float32
+		}{{p, p0}, {m, m0}, {v, v0}} {
+			g.Upload(b.buf, b.host)
+		}
 		g.AdamWAll(p, gr, m, v, segs, h, step, stats)
-		got := make([]float32, N)
-		g.Download(got, p)
-		for i := range got {
-			if got[i] != p0[i] {
-				t.Fatalf("%v not finite: params[%d] changed from %v to %v", dt, i, p0[i], got[i])
+		for _, b := range []struct {
+			name string
+			buf  backend.Buf
+			host []float32
+		}{{"params", p, p0}, {"m", m, m0}, {"v", v, v0}} {
+			got := make([]float32, N)
+			g.Download(got, b.buf)
+			for i := range got {
+				if got[i] != b.host[i] {
+					t.Fatalf("%v not finite: %s[%d] changed from %v to %v", dt, b.name, i, b.host[i], got[i])
+				}
 			}
 		}
 	}

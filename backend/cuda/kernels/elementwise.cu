@@ -117,17 +117,19 @@ __device__ __forceinline__ void residual_backward_t(X* da, X* db, const X* dout,
 
 // adamw_elem is one element of a torch.optim.AdamW step (adamw and adamw_all share it, so both
 // give each element the same bits): with g the scaled gradient,
-// p *= 1 - decay; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-// p -= step_size * m / (sqrt(v)/bc2_sqrt + eps) with step_size = lr/(1-b1^t), bc2_sqrt = sqrt(1-b2^t)
-// and decay = lr*weight_decay.
+// p -= decay p; m = b1 m + (1-b1) g; v = b2 v + ((1-b2) g) g;
+// p -= step_size * (m / (sqrt(v)/bc2_sqrt + eps)) with step_size = lr/(1-b1^t), bc2_sqrt =
+// sqrt(1-b2^t) and decay = lr*weight_decay. Every operation is one IEEE rounding in the CPU
+// backend's order (adamWGo), with no fused multiply-add, so the update is the CPU's bits.
 __device__ __forceinline__ void adamw_elem(float& p, float g, float& m, float& v, float decay, float beta1, float beta2,
                                            float step_size, float bc2_sqrt, float eps) {
-    float mi = beta1 * m + (1.0f - beta1) * g;
-    float vi = beta2 * v + (1.0f - beta2) * g * g;
+    float q = __fsub_rn(p, __fmul_rn(decay, p));
+    float mi = __fadd_rn(__fmul_rn(beta1, m), __fmul_rn(1.0f - beta1, g));
+    float vi = __fadd_rn(__fmul_rn(beta2, v), __fmul_rn(__fmul_rn(1.0f - beta2, g), g));
     m = mi;
     v = vi;
-    float q = p * (1.0f - decay);
-    p = q - step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+    float den = __fadd_rn(__fdiv_rn(sqrtf(vi), bc2_sqrt), eps);
+    p = __fsub_rn(q, __fmul_rn(step_size, __fdiv_rn(mi, den)));
 }
 
 // adamw: one AdamW step (adamw_elem) on the fp32 params(N) from grads(N) (fp32 or 16-bit) times
@@ -144,7 +146,7 @@ __device__ __forceinline__ void adamw_t(float* params, const G* grads, float* m,
     ew_ld(m + i0, mm, n, vec);
     ew_ld(v + i0, vv, n, vec);
 #pragma unroll
-    for (int k = 0; k < EW; k++) adamw_elem(p[k], g[k] * grad_scale, mm[k], vv[k], decay, beta1, beta2, step_size, bc2_sqrt, eps);
+    for (int k = 0; k < EW; k++) adamw_elem(p[k], __fmul_rn(g[k], grad_scale), mm[k], vv[k], decay, beta1, beta2, step_size, bc2_sqrt, eps);
     ew_st(params + i0, p, n, vec);
     ew_st(m + i0, mm, n, vec);
     ew_st(v + i0, vv, n, vec);
@@ -181,7 +183,7 @@ __device__ __forceinline__ void adamw_all_t(float* params, const G* grads, float
 #pragma unroll
     for (int k = 0; k < EW; k++) {
         while (k < n && i0 + k >= (seg >> 1)) seg = segs[++lo];
-        adamw_elem(p[k], g[k] * grad_scale, mm[k], vv[k], (seg & 1) ? lr_wd : 0.0f, beta1, beta2, step_size, bc2_sqrt, eps);
+        adamw_elem(p[k], __fmul_rn(g[k], grad_scale), mm[k], vv[k], (seg & 1) ? lr_wd : 0.0f, beta1, beta2, step_size, bc2_sqrt, eps);
     }
     ew_st(params + i0, p, n, vec);
     ew_st(m + i0, mm, n, vec);
