@@ -34,7 +34,7 @@ func logEntries(t *testing.T, dir string) map[int]map[string]any {
 			t.Fatal(err)
 		}
 		step := int(e["step"].(float64))
-		for _, k := range []string{"ms", "tok_s", "mfu"} {
+		for _, k := range []string{"ms", "tok_s", "mfu", "comm_ms", "comm_wait_ms"} {
 			delete(e, k)
 		}
 		if out[step] == nil {

@@ -474,6 +474,11 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 		}
 		r, err := t.queueStep(next)
 		if err != nil {
+			if pending != nil { // the step before is whole: log it (or its own failure) first
+				if ferr := t.finishStep(pending, sum); ferr != nil {
+					return sum, ferr
+				}
+			}
 			return sum, err
 		}
 		if pending != nil {

@@ -46,12 +46,15 @@ func (g *Device) NewEvent() (uintptr, error) {
 }
 
 // Record marks the work queued so far with e.
-func (g *Device) Record(e uintptr) error {
+func (g *Device) Record(e uintptr) error { return g.RecordOn(e, g.stream) }
+
+// RecordOn marks the work queued so far on stream (Stream or SideStream) with e.
+func (g *Device) RecordOn(e, stream uintptr) error {
 	if err := g.refuseInCapture("recording an event"); err != nil {
 		return err
 	}
 	defer g.bind()()
-	return g.drv.check("cuEventRecord", first(purego.SyscallN(g.drv.eventRecord, e, g.stream)))
+	return g.drv.check("cuEventRecord", first(purego.SyscallN(g.drv.eventRecord, e, stream)))
 }
 
 // WaitEvent blocks until the work e marks is done.
@@ -77,7 +80,9 @@ func (g *Device) EventDone(e uintptr) (bool, error) {
 }
 
 // HostBuffer returns n float32s of page-locked memory (backend.Async). After a failure it
-// returns ordinary memory, which DownloadAsync never writes (the error is sticky).
+// returns ordinary memory: DownloadAsync never writes it once the backend has failed (the error
+// is sticky); refused while a graph is recorded (not a failure of the backend), it is written,
+// by a copy that returns only when done.
 func (be *Backend) HostBuffer(n int) []float32 {
 	if n == 0 {
 		return nil
