@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 export CGO_ENABLED=0
 rm -rf .gpubin && mkdir -p .gpubin .gpupack
 go build -ldflags="-s -w" -o .gpubin/gpt2go ./cmd/gpt2go
-for pkg in backend/cuda backend/cpu gpt bert train; do
+for pkg in backend/cuda backend/cpu gpt bert train dist/nccl; do
   go test -c -ldflags="-s -w" -o ".gpubin/$(basename "$pkg").test" "./$pkg"
 done
 tar cJf .gpupack/bin.tar.xz .gpubin

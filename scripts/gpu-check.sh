@@ -78,7 +78,7 @@ root=$(pwd)
 # CPU's exact emulation), PyTorch-parity fixture, exact resume (fp32 and bf16/fp16); and the CPU
 # backend's own tests, which run the AVX-512 kernel on a host CPU that has it.
 if p1; then
-for spec in cuda:backend/cuda cpu:backend/cpu gpt:gpt bert:bert train:train; do
+for spec in cuda:backend/cuda cpu:backend/cpu gpt:gpt bert:bert train:train nccl:dist/nccl; do
   t=${spec%%:*} dir=${spec#*:}
   if [ ! -x "$bin/$t.test" ]; then row "go test ./$dir" "MISSING" "run scripts/gpu-build.sh"; continue; fi
   start=$(date +%s)
@@ -94,7 +94,8 @@ for spec in cuda:TestOps16MatchCPU cuda:TestConvertMatchesCPUBits gpt:TestCUDAMi
     cuda:TestAttentionTensorCores cuda:TestMatmulTuning cuda:TestCrossEntropyPaths gpt:TestCUDAForwardTrainMatchesForward \
     cuda:TestGeluFusion cuda:TestGradStatsOnGPU cuda:TestAdamWAllOnGPU cuda:TestElementwiseVectorised cuda:TestAsyncDownload \
     cuda:TestEncoderBackwardPaths cuda:TestGraphReplays cuda:TestGraphRefusesHostWork train:TestCUDAPipelinedStepsMatch \
-    cuda:TestSideStreamOrder cuda:TestInt8MatchesCPUBits gpt:TestCUDAQuantizeInt8 gpt:TestCUDAInt8TracksCPU; do
+    cuda:TestSideStreamOrder cuda:TestInt8MatchesCPUBits gpt:TestCUDAQuantizeInt8 gpt:TestCUDAInt8TracksCPU \
+    nccl:TestOneRank nccl:TestWatchdogEndsAStuckCollective; do
   t=${spec%%:*} name=${spec#*:}
   log=$work/test-$t.log
   [ -f "$log" ] || continue

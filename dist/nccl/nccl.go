@@ -7,7 +7,10 @@
 // results are there for the ops queued after them, and on the host after Barrier (or the
 // backend's Sync). Faults surface in Barrier and Close: an asynchronous NCCL error (a peer died,
 // the network failed) is returned, after which the caller should Abort; a wait longer than
-// Options.Timeout ends the job (dist.Watch).
+// Options.Timeout ends the job (dist.Watch). Since the host may also wait for the GPU elsewhere
+// (reading a loss back), out of Watch's reach, a watchdog (dist.Watchdog) follows every queued
+// collective through an event recorded behind it and ends the job when one has not finished
+// within Options.Timeout of being queued, or when NCCL reports an asynchronous error.
 //
 // Sums are NCCL's: the same bits run to run for a given world size, topology and NCCL version
 // (NCCL_ALGO and NCCL_PROTO pin the algorithm), but not in rank order for more than 2 ranks: a
@@ -21,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -165,6 +169,9 @@ type Comm struct {
 	rank, size int
 	opts       Options
 	one        backend.Buf // Barrier's buffer
+	watch      *dist.Watchdog
+	evMu       sync.Mutex
+	events     []uintptr // the watchdog's events, free for reuse
 }
 
 // Open starts NCCL for rank env.Rank of env.Size on be's GPU: rank 0 makes the id and hands it
@@ -214,7 +221,36 @@ func open(l *lib, be *cuda.Backend, rank, size int, id []byte, opts Options) (*C
 		return nil, fmt.Errorf("rank %d of %d: %w (NCCL %s)", rank, size, err, c.Version())
 	}
 	c.one = be.Alloc(1)
+	c.watch = dist.NewWatchdog(rank, asyncErrorPollPeriod, c.asyncError, c.Abort)
 	return c, nil
+}
+
+// watched has the watchdog follow the collective just queued on stream (the main or the side
+// stream), named what, through an event recorded behind it.
+func (c *Comm) watched(what string, stream uintptr) error {
+	c.evMu.Lock()
+	var e uintptr
+	if n := len(c.events); n > 0 {
+		e, c.events = c.events[n-1], c.events[:n-1]
+	}
+	c.evMu.Unlock()
+	if e == 0 {
+		var err error
+		if e, err = c.dev.NewEvent(); err != nil {
+			return err
+		}
+	}
+	release := func() {
+		c.evMu.Lock()
+		c.events = append(c.events, e)
+		c.evMu.Unlock()
+	}
+	if err := c.dev.RecordOn(e, stream); err != nil {
+		release()
+		return err
+	}
+	c.watch.Add(what, c.opts.Timeout, func() (bool, error) { return c.dev.EventDone(e) }, release)
+	return nil
 }
 
 // Version is the NCCL version and library, e.g. "2.21.5 (/usr/lib/.../libnccl.so.2)".
@@ -259,7 +295,10 @@ func (c *Comm) enqueue(name string, scale float32, call func(op uintptr) uintptr
 		op = uintptr(custom)
 		defer purego.SyscallN(c.l.redOpDestroy, op, c.comm) // allowed once the call is queued
 	}
-	return c.l.check(name, call(op))
+	if err := c.l.check(name, call(op)); err != nil {
+		return err
+	}
+	return c.watched(name, c.dev.Stream())
 }
 
 func (c *Comm) AllReduce(buf backend.Buf, scale float32) error {
@@ -309,7 +348,10 @@ func (c *Comm) AllReduceBeside(bufs []backend.Buf) error {
 			return err
 		}
 	}
-	return c.l.check("ncclGroupEnd", first(purego.SyscallN(c.l.groupEnd)))
+	if err := c.l.check("ncclGroupEnd", first(purego.SyscallN(c.l.groupEnd))); err != nil {
+		return err
+	}
+	return c.watched(fmt.Sprintf("ncclAllReduce of %d tensors beside backward", len(bufs)), side)
 }
 
 // JoinBeside (dist.Overlapper) makes the ops queued from now on wait for every AllReduceBeside
@@ -418,6 +460,7 @@ func (c *Comm) Close() error {
 	if err := c.wait("close"); err != nil {
 		return err
 	}
+	c.watch.Close() // before the communicator goes: it queries it
 	defer c.dev.Bind()()
 	err := c.l.check("ncclCommDestroy", first(purego.SyscallN(c.l.commDestroy, c.comm)))
 	c.comm = 0

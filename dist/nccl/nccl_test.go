@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpt2go/gpt2go/backend/cuda"
 	"github.com/gpt2go/gpt2go/dist"
@@ -122,7 +123,56 @@ func TestOneRank(t *testing.T) {
 	if err := comm.Broadcast(buf, 1); err == nil || !strings.Contains(err.Error(), "root 1 is not a rank") {
 		t.Fatalf("broadcast from rank 1 of 1: %v", err)
 	}
+	// The watchdog saw every collective finish (it polls every asyncErrorPollPeriod) and keeps
+	// their events for reuse.
+	deadline := time.Now().Add(5 * time.Second)
+	for comm.watch.Pending() > 0 && time.Now().Before(deadline) {
+		time.Sleep(asyncErrorPollPeriod)
+	}
+	if n := comm.watch.Pending(); n > 0 {
+		t.Errorf("the watchdog still follows %d finished collectives", n)
+	}
 	if err := comm.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// On a GPU: a collective queued behind work that outlasts the timeout ends the job through the
+// watchdog, though the host never waits for it (a rank that died looks the same from here).
+func TestWatchdogEndsAStuckCollective(t *testing.T) {
+	be := gputest.Backend(t, cuda.Options{})
+	if _, err := loadLib(); err != nil {
+		t.Skipf("no NCCL, so this test did not run: %v", err)
+	}
+	comm, err := Open(be, dist.Env{Rank: 0, Size: 1, MasterAddr: "127.0.0.1", MasterPort: 1}, Options{Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := make(chan int, 4)
+	// Not restored: Abort's fallback calls exit again 10 s later, when other tests may run.
+	exit = func(code int) {
+		select {
+		case codes <- code:
+		default:
+		}
+	}
+	const n = 8192 // each product 1.1 TFLOP: tens of ms on any GPU, 20 of them well past 50 ms
+	a, out := be.Alloc(n*n), be.Alloc(n*n)
+	for range 20 {
+		be.MatmulForward(out, a, a, nil, n, n, n)
+	}
+	buf := be.Alloc(16)
+	if err := comm.AllReduce(buf, 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-codes:
+		if code != dist.ExitTimeout {
+			t.Errorf("the watchdog ended the job with %d, want %d", code, dist.ExitTimeout)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("a collective stuck past its timeout did not end the job")
+	}
+	comm.comm = 0 // aborted: nothing to close
+	_ = be.Sync()
 }
