@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"os"
 
 	"golang.org/x/sys/cpu"
@@ -88,33 +89,30 @@ func dotsInt8VNNI(dst []int32, x, rows []int8) {
 // dotsInt8VNNI4 is dotsInt8VNNI for the four input rows x[i*k:(i+1)*k], i < 4, and weight rows
 // n - n%4 of rows: dst[i*ldd+j] for j < n - n%4. It returns how many weight rows it did.
 func dotsInt8VNNI4(dst []int32, ldd int, n int, x, rows []int8) int {
-	k := len(x) / 4
-	n4 := n / 4 * 4
-	if n4 == 0 {
-		return 0
-	}
-	if k%64 != 0 || len(x) != 4*k {
-		panic("cpu: dotsInt8VNNI4 needs four rows of a multiple of 64")
-	}
-	_ = rows[n4*k-1]
-	_ = dst[3*ldd+n4-1]
-	dotsInt8VNNI4x4Asm(&dst[0], ldd, n4, &x[0], k, &rows[0])
-	return n4
+	return fourRows(dst, ldd, n, 4, 64, x, rows, dotsInt8VNNI4x4Asm)
 }
 
 // dotsInt8AVX2x4 is dotsInt8AVX2 for the four input rows x[i*k:(i+1)*k], i < 4, and weight rows
 // n - n%2 of rows: dst[i*ldd+j] for j < n - n%2. It returns how many weight rows it did.
 func dotsInt8AVX2x4(dst []int32, ldd int, n int, x []int16, rows []int8) int {
+	return fourRows(dst, ldd, n, 2, 32, x, rows, dotsInt8AVX2x4Asm)
+}
+
+// fourRows runs kernel, which takes four input rows (of k = len(x)/4 values, a multiple of
+// kStep) against weight rows in groups of group, over the n - n%group rows it can take, after
+// the bounds checks its assembly leaves out, and returns that count.
+func fourRows[X int8 | int16](dst []int32, ldd, n, group, kStep int, x []X, rows []int8,
+	kernel func(dst *int32, ldd int, n int, x *X, k int, rows *int8)) int {
 	k := len(x) / 4
-	n2 := n / 2 * 2
-	if n2 == 0 {
+	n = n / group * group
+	if n == 0 {
 		return 0
 	}
-	if k%32 != 0 || len(x) != 4*k {
-		panic("cpu: dotsInt8AVX2x4 needs four rows of a multiple of 32")
+	if k%kStep != 0 || len(x) != 4*k {
+		panic(fmt.Sprintf("cpu: a four-row int8 kernel needs four rows of a multiple of %d values, got %d", kStep, len(x)))
 	}
-	_ = rows[n2*k-1]
-	_ = dst[3*ldd+n2-1]
-	dotsInt8AVX2x4Asm(&dst[0], ldd, n2, &x[0], k, &rows[0])
-	return n2
+	_ = rows[n*k-1]
+	_ = dst[3*ldd+n-1]
+	kernel(&dst[0], ldd, n, &x[0], k, &rows[0])
+	return n
 }
