@@ -405,3 +405,61 @@ func benchAttention(b *testing.B, be *Backend, dt backend.DType, format, mode st
 		b.ReportMetric(pairs*10*HS*float64(b.N)/b.Elapsed().Seconds()/1e12, "TFLOP/s")
 	})
 }
+
+// The GELUs and their gradients stay accurate in the negative tail, where 1 + tanh(u) and
+// 1 + erf(x/sqrt(2)) lose every digit (the kernels use x*sigmoid(2u) and erfc): on x in [-12, 12]
+// every value within 1e-4 relative (or 1e-30) of the float64 formula. The CPU backend, whose
+// float32 kernels use the same forms, is checked first, so the reference and the tolerance
+// are tried here too; then the GPU.
+func TestGeluTails(t *testing.T) {
+	const N = 2401
+	xs := make([]float32, N)
+	for i := range xs {
+		xs[i] = float32(-12 + 0.01*float64(i))
+	}
+	ones := make([]float32, N)
+	for i := range ones {
+		ones[i] = 1
+	}
+	sqrt2pi := math.Sqrt(2 / math.Pi)
+	ref := map[string]func(x float64) float64{
+		"GeluForward": func(x float64) float64 {
+			return x / (1 + math.Exp(-2*sqrt2pi*(x+0.044715*x*x*x)))
+		},
+		"GeluBackward": func(x float64) float64 {
+			e := math.Exp(-2 * sqrt2pi * (x + 0.044715*x*x*x))
+			s := 1 / (1 + e)
+			return s + x*(e*s)*s*2*sqrt2pi*(1+3*0.044715*x*x)
+		},
+		"GeluErfForward":  func(x float64) float64 { return 0.5 * x * math.Erfc(-x/math.Sqrt2) },
+		"GeluErfBackward": func(x float64) float64 { return 0.5*math.Erfc(-x/math.Sqrt2) + x*math.Exp(-x*x/2)/math.Sqrt(2*math.Pi) },
+	}
+	run := map[string]func(be backend.Backend, out, x, dout backend.Buf){
+		"GeluForward":     func(be backend.Backend, out, x, _ backend.Buf) { be.GeluForward(out, x, N) },
+		"GeluBackward":    func(be backend.Backend, out, x, dout backend.Buf) { be.GeluBackward(out, x, dout, N) },
+		"GeluErfForward":  func(be backend.Backend, out, x, _ backend.Buf) { be.GeluErfForward(out, x, N) },
+		"GeluErfBackward": func(be backend.Backend, out, x, dout backend.Buf) { be.GeluErfBackward(out, x, dout, N) },
+	}
+	check := func(be backend.Backend, where string) {
+		for name, op := range run {
+			x, dout, out := be.Alloc(N), be.Alloc(N), be.Alloc(N)
+			be.Upload(x, xs)
+			be.Upload(dout, ones)
+			op(be, out, x, dout)
+			got := make([]float32, N)
+			be.Download(got, out)
+			if err := be.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			for i, xi := range xs {
+				want := ref[name](float64(xi))
+				if d := math.Abs(float64(got[i]) - want); !(d <= 1e-4*math.Abs(want)+1e-30) {
+					t.Errorf("%s %s(%v) = %v, want %v", where, name, xi, got[i], want)
+					break
+				}
+			}
+		}
+	}
+	check(cpu.New(0), "CPU")
+	check(gpu(t, false), "GPU")
+}
