@@ -107,20 +107,24 @@ func testOps16(t *testing.T, g *Backend, x, gd backend.DType) {
 	r.check("MatmulBackward dweight", mdw, tg)
 	r.check("MatmulBackward dbias", mdb, tg)
 
+	// Head sizes 24 (no tiled kernel: the one-row kernels), 32, 48 and 16 (the tiled kernels,
+	// which fp16 runs on V100/T4 take).
 	for _, mode := range []string{"tiled", "two-lane", "naive"} {
 		g.naiveAttention, g.noAttentionMM = mode == "naive", mode == "two-lane"
 		for _, mk := range attentionMaskKinds {
-			name := mode + " " + mk.name
-			maskC, maskG := r.attentionMasks(mk.causal, mk.padded, B, T)
-			qkv, att, lse := r.randAs(N*3*C, 1, x), r.randAs(N*C, 1, x), r.rand(B*NH*T, 1)
-			r.cpu.AttentionForward(att.c, lse.c, qkv.c, B, T, C, NH, maskC)
-			g.AttentionForward(att.g, lse.g, qkv.g, B, T, C, NH, maskG)
-			r.check("AttentionForward out "+name, att, tx)
-			r.check("AttentionForward lse "+name, lse, f32)
-			dqkv := r.randAs(N*3*C, 1, x)
-			r.cpu.AttentionBackward(dqkv.c, dout.c, qkv.c, att.c, lse.c, B, T, C, NH, maskC)
-			g.AttentionBackward(dqkv.g, dout.g, qkv.g, att.g, lse.g, B, T, C, NH, maskG)
-			r.check("AttentionBackward dqkv "+name, dqkv, tx)
+			for _, NH := range []int{NH, 3, 2, 6} {
+				name := fmt.Sprintf("%s %s HS=%d", mode, mk.name, C/NH)
+				maskC, maskG := r.attentionMasks(mk.causal, mk.padded, B, T)
+				qkv, att, lse := r.randAs(N*3*C, 1, x), r.randAs(N*C, 1, x), r.rand(B*NH*T, 1)
+				r.cpu.AttentionForward(att.c, lse.c, qkv.c, B, T, C, NH, maskC)
+				g.AttentionForward(att.g, lse.g, qkv.g, B, T, C, NH, maskG)
+				r.check("AttentionForward out "+name, att, tx)
+				r.check("AttentionForward lse "+name, lse, f32)
+				dqkv := r.randAs(N*3*C, 1, x)
+				r.cpu.AttentionBackward(dqkv.c, dout.c, qkv.c, att.c, lse.c, B, T, C, NH, maskC)
+				g.AttentionBackward(dqkv.g, dout.g, qkv.g, att.g, lse.g, B, T, C, NH, maskG)
+				r.check("AttentionBackward dqkv "+name, dqkv, tx)
+			}
 		}
 	}
 	g.naiveAttention, g.noAttentionMM = false, false
