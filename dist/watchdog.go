@@ -24,6 +24,7 @@ type Watchdog struct {
 
 	mu      sync.Mutex
 	pending []watched
+	halted  bool // Halt: query nothing more
 	stop    chan struct{}
 	stopped sync.WaitGroup
 }
@@ -99,6 +100,9 @@ func (w *Watchdog) Pending() int {
 func (w *Watchdog) sweep(now time.Time) (line string, code int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.halted {
+		return "", 0
+	}
 	if w.check != nil {
 		if err := w.check(); err != nil {
 			return fmt.Sprintf("rank %d: the communicator failed (%v) while %s; ending the job", w.rank, err, w.waitingFor()), 1
@@ -130,6 +134,15 @@ func (w *Watchdog) waitingFor() string {
 		return "no collective was pending"
 	}
 	return w.pending[0].what + " was pending"
+}
+
+// Halt makes the watchdog query nothing more (neither the communicator nor a collective), once a
+// sweep in progress has ended, without waiting for its goroutine: for an abort, which may run
+// on that goroutine and after which the communicator is gone.
+func (w *Watchdog) Halt() {
+	w.mu.Lock()
+	w.halted = true
+	w.mu.Unlock()
 }
 
 // Close stops the watchdog and releases what it still watched; call it before the collectives'

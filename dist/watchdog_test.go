@@ -109,3 +109,16 @@ func TestWatchdogGoroutine(t *testing.T) {
 		t.Errorf("a finished collective released %d times", quick.released.Load())
 	}
 }
+
+// Halt: once it returns, no sweep queries anything (an abort is taking the communicator away).
+func TestWatchdogHalt(t *testing.T) {
+	queried := atomic.Int32{}
+	w := newWatchdog(0, func() error { queried.Add(1); return nil }, nil)
+	var a fakeCollective
+	a.add(w, "all-reduce", time.Nanosecond)
+	w.Halt()
+	before := queried.Load()
+	if line, code := w.sweep(time.Now().Add(time.Hour)); line != "" || code != 0 || queried.Load() != before {
+		t.Errorf("a halted watchdog swept: %q, exit %d, %d queries", line, code, queried.Load()-before)
+	}
+}

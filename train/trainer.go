@@ -207,6 +207,15 @@ func openLocked(opts Options) (*Trainer, error) {
 		return nil, err
 	}
 
+	// The ranks got here after loading the data, a checkpoint or --init weights, which may have
+	// taken them minutes apart: they meet before the first collective (restore's or
+	// initWeights'), whose own bound, --dist-timeout, counts from when it is queued.
+	if t.distributed() {
+		if err := dist.BarrierWithin(t.comm, soloTimeout); err != nil {
+			t.close()
+			return nil, err
+		}
+	}
 	if ck != nil {
 		if err := t.restore(ck); err != nil {
 			t.close()

@@ -21,10 +21,12 @@
 package nccl
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -172,6 +174,8 @@ type Comm struct {
 	watch      *dist.Watchdog
 	evMu       sync.Mutex
 	events     []uintptr // the watchdog's events, free for reuse
+	abortOnce  sync.Once
+	aborted    atomic.Bool // Abort has begun: the communicator is not to be used
 }
 
 // Open starts NCCL for rank env.Rank of env.Size on be's GPU: rank 0 makes the id and hands it
@@ -276,6 +280,9 @@ func (c *Comm) device(op string, buf backend.Buf, sharded bool) (uintptr, error)
 	}
 	return p, nil
 }
+
+// errAborted is what a collective called during an abort returns.
+var errAborted = errors.New("nccl: the communicator was aborted")
 
 // enqueue queues one collective with op (a reduction for scale, or none) on the stream.
 func (c *Comm) enqueue(name string, scale float32, call func(op uintptr) uintptr) error {
@@ -427,8 +434,12 @@ func (c *Comm) wait(what string) error {
 	})
 }
 
-// asyncError returns the communicator's asynchronous error, if any.
+// asyncError returns the communicator's asynchronous error, if any (errAborted once Abort has
+// begun: the handle is not to be used).
 func (c *Comm) asyncError() error {
+	if c.aborted.Load() {
+		return errAborted
+	}
 	var res int32
 	if err := c.l.check("ncclCommGetAsyncError", first(purego.SyscallN(c.l.getAsyncError, c.comm, uintptr(unsafe.Pointer(&res))))); err != nil {
 		return err
@@ -440,16 +451,24 @@ func (c *Comm) asyncError() error {
 }
 
 // Abort aborts the communicator's pending collectives (ncclCommAbort) and exits with code; the
-// launcher then ends the other ranks.
+// launcher then ends the other ranks. It runs once: the main goroutine and the watchdog may both
+// come here, and a second caller waits for the first (which exits). The watchdog is halted
+// first, so that nothing queries the communicator while it goes.
 func (c *Comm) Abort(code int) {
-	go func() { // ncclCommAbort should not block; exit anyway if it does
-		time.Sleep(10 * time.Second)
+	c.abortOnce.Do(func() {
+		c.aborted.Store(true)
+		go func() { // ncclCommAbort should not block; exit anyway if it does
+			time.Sleep(10 * time.Second)
+			exit(code)
+		}()
+		if c.watch != nil {
+			c.watch.Halt()
+		}
+		if c.comm != 0 {
+			purego.SyscallN(c.l.commAbort, c.comm)
+		}
 		exit(code)
-	}()
-	if c.comm != 0 {
-		purego.SyscallN(c.l.commAbort, c.comm)
-	}
-	exit(code)
+	})
 }
 
 // Close waits for the queued collectives and destroys the communicator.
