@@ -1,6 +1,9 @@
 package backend
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Int8MaxC bounds an int8 product's row length C: its int32 dot products sum C products of at
 // most 127*127 in magnitude.
@@ -47,4 +50,31 @@ func QuantizeRowInt8(q []int8, x []float32) float32 {
 func roundInt8(p float32) int8 {
 	r := math.RoundToEven(float64(p))
 	return int8(max(-127, min(127, r)))
+}
+
+// QuantizeInt8Rows quantizes a weight w(OC,C) row by row (QuantizeRowInt8) for a backend's
+// QuantizeInt8: rows of stride bytes, C rounded up to align, zero padded, and one scale per row.
+// It refuses what CheckInt8Shape refuses.
+func QuantizeInt8Rows(w []float32, OC, C, align int) (q []int8, scales []float32, stride int, err error) {
+	if err := CheckInt8Shape(len(w), OC, C); err != nil {
+		return nil, nil, 0, err
+	}
+	stride = (C + align - 1) / align * align
+	q, scales = make([]int8, OC*stride), make([]float32, OC)
+	for o := range OC {
+		scales[o] = QuantizeRowInt8(q[o*stride:o*stride+C], w[o*C:(o+1)*C])
+	}
+	return q, scales, stride, nil
+}
+
+// CheckInt8Shape refuses a weight of n values as a (OC,C) int8 weight when it holds fewer than
+// OC*C or its rows are longer than Int8MaxC.
+func CheckInt8Shape(n, OC, C int) error {
+	switch {
+	case n < OC*C || OC <= 0 || C <= 0:
+		return fmt.Errorf("quantize: weight of %d values for (%d,%d)", n, OC, C)
+	case C > Int8MaxC:
+		return fmt.Errorf("quantize: rows of %d values; int8 sums overflow beyond %d", C, Int8MaxC)
+	}
+	return nil
 }

@@ -39,20 +39,14 @@ func (b *int8Buf) Bytes() int64 {
 
 // QuantizeInt8 returns weight(OC,C) quantized to int8 by output channel (see backend.Backend).
 func (be *Backend) QuantizeInt8(weight backend.Buf, OC, C int) (backend.Buf, error) {
-	w := Floats(weight)
-	switch {
-	case len(w) < OC*C || OC <= 0 || C <= 0:
-		return nil, fmt.Errorf("quantize: weight of %d values for (%d,%d)", len(w), OC, C)
-	case C > backend.Int8MaxC:
-		return nil, fmt.Errorf("quantize: rows of %d values; int8 sums overflow beyond %d", C, backend.Int8MaxC)
+	q, scales, stride, err := backend.QuantizeInt8Rows(Floats(weight), OC, C, int8Align)
+	if err != nil {
+		return nil, err
 	}
-	stride := (C + int8Align - 1) / int8Align * int8Align
-	qb := &int8Buf{q: make([]int8, OC*stride), scales: make([]float32, OC), rowSums: make([]int32, OC),
-		OC: OC, C: C, stride: stride}
+	qb := &int8Buf{q: q, scales: scales, rowSums: make([]int32, OC), OC: OC, C: C, stride: stride}
 	for o := range OC {
-		qb.scales[o] = backend.QuantizeRowInt8(qb.q[o*stride:o*stride+C], w[o*C:(o+1)*C])
 		var sum int32
-		for _, v := range qb.q[o*stride : (o+1)*stride] {
+		for _, v := range q[o*stride : (o+1)*stride] {
 			sum += int32(v)
 		}
 		qb.rowSums[o] = sum

@@ -32,24 +32,19 @@ func (w *int8Weight) Bytes() int64 { return int64(w.OC)*int64(w.stride) + 4*int6
 // QuantizeInt8 returns weight(OC,C) quantized to int8 by output channel (see backend.Backend):
 // read back to the host (it is load-time work), quantized there row by row, and uploaded.
 func (be *Backend) QuantizeInt8(weight backend.Buf, OC, C int) (backend.Buf, error) {
-	switch {
-	case weight.Len() < OC*C || OC <= 0 || C <= 0:
-		return nil, fmt.Errorf("quantize: weight of %d values for (%d,%d)", weight.Len(), OC, C)
-	case C > backend.Int8MaxC:
-		return nil, fmt.Errorf("quantize: rows of %d values; int8 sums overflow beyond %d", C, backend.Int8MaxC)
+	if err := backend.CheckInt8Shape(weight.Len(), OC, C); err != nil {
+		return nil, err // before downloading the weight
 	}
 	w := make([]float32, OC*C)
 	be.Download(w, weight)
 	if err := be.Sync(); err != nil {
 		return nil, err
 	}
-	stride := (C + int8Align - 1) / int8Align * int8Align
-	q, scales := make([]int8, OC*stride), make([]float32, OC)
-	for o := range OC {
-		scales[o] = backend.QuantizeRowInt8(q[o*stride:o*stride+C], w[o*C:(o+1)*C])
+	q, scales, stride, err := backend.QuantizeInt8Rows(w, OC, C, int8Align)
+	if err != nil {
+		return nil, err
 	}
 	qw := &int8Weight{OC: OC, C: C, stride: stride}
-	var err error
 	if qw.q, err = be.g.Alloc(int64(len(q))); err != nil {
 		return nil, fmt.Errorf("quantize (%d,%d): %w", OC, C, err)
 	}
