@@ -192,6 +192,13 @@ func TestMemoryPlanMatchesAllocations(t *testing.T) {
 			if got := gpt.PlanBytes(cfg.MemoryPlan(bt[0], bt[1])); got != be.bytes {
 				t.Errorf("%+v B=%d T=%d: plan says %d bytes, New allocated %d", cfg, bt[0], bt[1], got, be.bytes)
 			}
+			be = &counting{Backend: cpu.New(1)}
+			if _, err := bert.NewInference(be, cfg, bt[0], bt[1], gpt.Precision{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := gpt.PlanBytes(cfg.InferenceMemoryPlan(bt[0], bt[1], gpt.Precision{})); got != be.bytes {
+				t.Errorf("%+v B=%d T=%d: inference plan says %d bytes, NewInference allocated %d", cfg, bt[0], bt[1], got, be.bytes)
+			}
 		}
 	}
 }

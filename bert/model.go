@@ -98,6 +98,16 @@ func NewWithPrecision(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.P
 // NewParallel is NewWithPrecision with the buffer layout par asks for data-parallel training
 // (gpt.Parallel: a separate micro-batch gradient for BackwardAccumulate, ZeRO-1 shards).
 func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.Precision, par gpt.Parallel) (*Model, error) {
+	return newModel(be, cfg, maxB, maxT, prec, par, false)
+}
+
+// NewInference is NewWithPrecision for a model that only runs forward (fill, attention maps):
+// no gradients, AdamW moments (gpt.NewFrozen) or backward scratch; Backward refuses to run.
+func NewInference(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.Precision) (*Model, error) {
+	return newModel(be, cfg, maxB, maxT, prec, gpt.Parallel{}, true)
+}
+
+func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.Precision, par gpt.Parallel, frozen bool) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -111,17 +121,24 @@ func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.Precis
 		return nil, fmt.Errorf("batch size and sequence length must be >= 1 (got %d, %d)", maxB, maxT)
 	}
 	if mc, ok := be.(backend.MemoryChecker); ok {
-		plan := cfg.memoryPlan(maxB, maxT, prec, par, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
+		plan := cfg.memoryPlan(maxB, maxT, prec, par, frozen, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
 		if err := mc.CheckMemory(plan); err != nil {
 			return nil, err
 		}
 	}
-	tr, err := gpt.NewTrainable(be, cfg.ParamSpecs(), prec, par)
+	newTrainable := func() (gpt.Trainable, error) { return gpt.NewTrainable(be, cfg.ParamSpecs(), prec, par) }
+	if frozen {
+		newTrainable = func() (gpt.Trainable, error) { return gpt.NewFrozen(be, cfg.ParamSpecs(), prec) }
+	}
+	tr, err := newTrainable()
 	if err != nil {
 		return nil, err
 	}
 	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, Trainable: tr, compute: prec.Compute}
-	m.params, m.grads, m.fwd = m.paramViews(m.Params), m.paramViews(m.Grads), m.paramViews(m.Compute())
+	m.params, m.fwd = m.paramViews(m.Params), m.paramViews(m.Compute())
+	if !frozen {
+		m.grads = m.paramViews(m.Grads)
+	}
 	if par.SeparateAccum {
 		m.scratch = m.paramViews(m.GradScratch())
 	}
@@ -167,6 +184,9 @@ func (m *Model) allocActs() {
 	a.gathered, a.headPre, a.headAct, a.headLN = act(BT*C), act(BT*C), act(BT*C), act(BT*C)
 	a.headMean, a.headRstd = f32(BT), f32(BT)
 	a.logits, a.logitsLse, a.losses = act(BT*Vp), f32(BT), f32(BT)
+	if m.Frozen() {
+		return
+	}
 	a.dx, a.dres, a.datty = act(BT*C), act(BT*C), act(BT*C)
 	a.dqkv, a.dfch, a.dfchGelu = act(BT*3*C), act(BT*4*C), act(BT*4*C)
 }
@@ -186,11 +206,19 @@ func (c Config) PrecisionMemoryPlan(B, T int, prec gpt.Precision) []backend.Memo
 // ParallelMemoryPlan is PrecisionMemoryPlan for one rank with the data-parallel layout par (see
 // gpt.TrainableMemoryPlan).
 func (c Config) ParallelMemoryPlan(B, T int, prec gpt.Precision, par gpt.Parallel) []backend.MemoryItem {
-	return c.memoryPlan(B, T, prec, par, func(dt backend.DType) int64 { return int64(dt.Bytes()) })
+	return c.memoryPlan(B, T, prec, par, false, nativeSize)
 }
 
+// InferenceMemoryPlan is PrecisionMemoryPlan for NewInference's model: no gradients, moments or
+// backward scratch.
+func (c Config) InferenceMemoryPlan(B, T int, prec gpt.Precision) []backend.MemoryItem {
+	return c.memoryPlan(B, T, prec, gpt.Parallel{}, true, nativeSize)
+}
+
+func nativeSize(dt backend.DType) int64 { return int64(dt.Bytes()) }
+
 // memoryPlan is the plan with sizeOf(dt) bytes per element of dt.
-func (c Config) memoryPlan(B, T int, prec gpt.Precision, par gpt.Parallel, sizeOf func(backend.DType) int64) []backend.MemoryItem {
+func (c Config) memoryPlan(B, T int, prec gpt.Precision, par gpt.Parallel, frozen bool, sizeOf func(backend.DType) int64) []backend.MemoryItem {
 	L, C, NH, Vp := int64(c.NumLayers), int64(c.Channels), int64(c.NumHeads), int64(c.PaddedVocabSize)
 	BT := int64(B) * int64(T)
 	n := int64(c.NumParams())
@@ -211,6 +239,9 @@ func (c Config) memoryPlan(B, T int, prec gpt.Precision, par gpt.Parallel, sizeO
 		once, onceStats = once+BT*C, onceStats+2*BT
 	}
 	plan := gpt.TrainableMemoryPlan(n, prec, par, sizeOf)
+	if frozen {
+		plan, once = gpt.FrozenMemoryPlan(n, prec, sizeOf), once-14*BT*C
+	}
 	return append(plan,
 		backend.MemoryItem{Name: "activations", Bytes: act*(L*perLayer+once) + f32*(L*perLayerStats+onceStats)},
 		backend.MemoryItem{Name: "tokens", Bytes: 4 * (4*BT + int64(B))},

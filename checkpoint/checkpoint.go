@@ -287,7 +287,14 @@ func corrupt(path, format string, args ...any) error {
 // Load reads and verifies the checkpoint at path. Every error is one line that names the file
 // and says what is wrong with it; errors wrap ErrCorrupt, ErrNotCheckpoint, ErrTooNew or, for a
 // missing file, fs.ErrNotExist.
-func Load(path string) (*Checkpoint, error) {
+func Load(path string) (*Checkpoint, error) { return loadFile(path, false) }
+
+// LoadWeights is Load for a reader of the weights alone (sampling, evaluation, export): it
+// verifies the whole file as Load does, but streams the AdamW moments through the checksum
+// without keeping them, so M and V are nil and the checkpoint takes a third of the memory.
+func LoadWeights(path string) (*Checkpoint, error) { return loadFile(path, true) }
+
+func loadFile(path string, weightsOnly bool) (*Checkpoint, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &loadError{path, "does not exist", err}
@@ -300,11 +307,12 @@ func Load(path string) (*Checkpoint, error) {
 	if err != nil {
 		return nil, &loadError{path, "cannot be read: " + err.Error(), err}
 	}
-	return load(path, f, st.Size())
+	return load(path, f, st.Size(), weightsOnly)
 }
 
-// load verifies and decodes a checkpoint of size bytes read from r; path names it in errors.
-func load(path string, r io.ReaderAt, size int64) (*Checkpoint, error) {
+// load verifies and decodes a checkpoint of size bytes read from r, without its moments when
+// weightsOnly; path names it in errors.
+func load(path string, r io.ReaderAt, size int64, weightsOnly bool) (*Checkpoint, error) {
 	if size == 0 {
 		return nil, &loadError{path, "is empty; resume from an older one", ErrCorrupt}
 	}
@@ -316,7 +324,7 @@ func load(path string, r io.ReaderAt, size int64) (*Checkpoint, error) {
 	if err != nil {
 		return nil, &loadError{path, "is not a valid safetensors file (" + err.Error() + ")", ErrNotCheckpoint}
 	}
-	c, err := decodeHeader(path, h)
+	c, err := decodeHeader(path, h, weightsOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +339,7 @@ func load(path string, r io.ReaderAt, size int64) (*Checkpoint, error) {
 
 // decodeHeader checks the metadata and tensor table and returns the checkpoint with its flat
 // arrays allocated but not yet filled.
-func decodeHeader(path string, h *safetensors.Header) (*Checkpoint, error) {
+func decodeHeader(path string, h *safetensors.Header, weightsOnly bool) (*Checkpoint, error) {
 	meta := h.Metadata
 	format, hasFormat := meta[keyFormat]
 	wantHeaderCRC, hasHeaderCRC := meta[keyHeaderCRC]
@@ -430,7 +438,7 @@ func decodeHeader(path string, h *safetensors.Header) (*Checkpoint, error) {
 	}
 	// Sizes were checked against the file's size by ReadHeader, so these allocations are bounded.
 	c.Params = make([]float32, numParams)
-	if hasMoments {
+	if hasMoments && !weightsOnly {
 		c.M = make([]float32, numParams)
 		c.V = make([]float32, numParams)
 	}
@@ -441,7 +449,8 @@ func isMoment(name string) bool {
 	return strings.HasPrefix(name, prefixM) || strings.HasPrefix(name, prefixV)
 }
 
-// readData fills c's flat arrays from the data buffer, checksumming as it reads. A checksum
+// readData fills c's flat arrays from the data buffer, checksumming as it reads; what follows
+// them (the moments that LoadWeights leaves out) only goes through the checksum. A checksum
 // mismatch is ErrCorrupt.
 func readData(f io.ReaderAt, h *safetensors.Header, c *Checkpoint) error {
 	crc := crc32.New(castagnoli)
@@ -452,6 +461,9 @@ func readData(f io.ReaderAt, h *safetensors.Header, c *Checkpoint) error {
 				return err
 			}
 		}
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return err
 	}
 	if fmt.Sprintf("%08x", crc.Sum32()) != h.Metadata[keyCRC] {
 		return ErrCorrupt

@@ -103,6 +103,14 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkEqual(t, got, want)
+			// LoadWeights: the same checkpoint without its moments.
+			got, err = LoadWeights(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			weights := *want
+			weights.M, weights.V = nil, nil
+			checkEqual(t, got, &weights)
 		})
 	}
 }
@@ -306,17 +314,21 @@ func TestLoadErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(dir, fmt.Sprintf("case%02d.safetensors", i))
 			tt.create(path)
-			c, err := Load(path)
-			if err == nil {
-				t.Fatalf("loaded %+v", c)
-			}
-			msg := err.Error()
-			t.Log(msg)
-			if !strings.HasPrefix(msg, "checkpoint "+path+" ") || !strings.Contains(msg, tt.want) || strings.Contains(msg, "\n") {
-				t.Fatalf("got error %q, want one line naming the file and containing %q", msg, tt.want)
-			}
-			if !errors.Is(err, tt.kind) {
-				t.Fatalf("error %q does not wrap %v", msg, tt.kind)
+			// LoadWeights keeps no moments but verifies them all the same (the flipped data
+			// byte is in the second moment).
+			for _, load := range []func(string) (*Checkpoint, error){Load, LoadWeights} {
+				c, err := load(path)
+				if err == nil {
+					t.Fatalf("loaded %+v", c)
+				}
+				msg := err.Error()
+				t.Log(msg)
+				if !strings.HasPrefix(msg, "checkpoint "+path+" ") || !strings.Contains(msg, tt.want) || strings.Contains(msg, "\n") {
+					t.Fatalf("got error %q, want one line naming the file and containing %q", msg, tt.want)
+				}
+				if !errors.Is(err, tt.kind) {
+					t.Fatalf("error %q does not wrap %v", msg, tt.kind)
+				}
 			}
 		})
 	}
@@ -361,7 +373,11 @@ func FuzzLoad(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// load is Load after opening the file; fuzzing it in memory keeps the fuzzer fast.
 		const path = "fuzz.safetensors"
-		c, err := load(path, bytes.NewReader(data), int64(len(data)))
+		c, err := load(path, bytes.NewReader(data), int64(len(data)), false)
+		w, werr := load(path, bytes.NewReader(data), int64(len(data)), true)
+		if (err == nil) != (werr == nil) || (err == nil && (w.M != nil || !sameBits(w.Params, c.Params))) {
+			t.Fatalf("Load and LoadWeights disagree: %v, %v", err, werr)
+		}
 		if err != nil {
 			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "checkpoint "+path+" ") {
 				t.Fatalf("error is not one line naming the file: %q", msg)

@@ -73,6 +73,15 @@ func List(runDir string) ([]Entry, error) {
 // in warnings for the caller to print. It is an error if no checkpoint is usable; the error wraps
 // ErrNoCheckpoint when there are none at all.
 func LoadLatest(runDir string) (c *Checkpoint, path string, warnings []error, err error) {
+	return loadLatest(runDir, Load)
+}
+
+// LoadLatestWeights is LoadLatest with LoadWeights: the newest good checkpoint's weights.
+func LoadLatestWeights(runDir string) (c *Checkpoint, path string, warnings []error, err error) {
+	return loadLatest(runDir, LoadWeights)
+}
+
+func loadLatest(runDir string, load func(string) (*Checkpoint, error)) (c *Checkpoint, path string, warnings []error, err error) {
 	entries, err := List(runDir)
 	if err != nil {
 		return nil, "", nil, err
@@ -81,7 +90,7 @@ func LoadLatest(runDir string) (c *Checkpoint, path string, warnings []error, er
 		return nil, "", nil, fmt.Errorf("%w in %s", ErrNoCheckpoint, Dir(runDir))
 	}
 	for _, e := range slices.Backward(entries) {
-		c, err := Load(e.Path)
+		c, err := load(e.Path)
 		if err == nil && c.Step != e.Step {
 			err = fmt.Errorf("checkpoint %s holds step %d, not the step its name says", e.Path, c.Step)
 		}

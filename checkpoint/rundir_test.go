@@ -94,6 +94,17 @@ func TestLoadLatest(t *testing.T) {
 	if _, err := os.Stat(newest); err != nil {
 		t.Fatalf("the corrupt checkpoint was removed: %v", err)
 	}
+	// LoadLatestWeights skips it alike; a checkpoint with moments loads without them.
+	c = testCheckpoint(true)
+	c.Step = 150
+	if err := Save(Path(run, 150), c); err != nil {
+		t.Fatal(err)
+	}
+	c, path, warnings, err = LoadLatestWeights(run)
+	if err != nil || c.Step != 150 || path != Path(run, 150) || len(warnings) != 1 || c.M != nil || c.V != nil || len(c.Params) == 0 {
+		t.Fatalf("LoadLatestWeights = %+v, %q, %v, %v", c, path, warnings, err)
+	}
+	os.Remove(Path(run, 150))
 
 	os.Truncate(Path(run, 100), 100)
 	// A file whose name and content disagree about the step is skipped too.

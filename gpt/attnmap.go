@@ -25,13 +25,22 @@ func (m *Model) Attention(tokens []int32, layer int) (*AttentionMap, error) {
 	if err := CheckAttentionArgs(layer, c.NumLayers, T); err != nil {
 		return nil, err
 	}
+	C := c.Channels
+	qkv := make([]float32, T*3*C)
+	// The forward pass copies the layer's qkv as soon as it is made: an inference model's
+	// layers share one buffer, which the next layer overwrites.
+	m.peek = &qkvPeek{layer: layer, qkv: qkv}
+	defer func() { m.peek = nil }()
 	if _, err := m.Forward(tokens, nil, 1, T); err != nil {
 		return nil, err
 	}
-	C := c.Channels
-	qkv := make([]float32, T*3*C)
-	m.be.Download(qkv, m.cur.qkv[layer])
 	return &AttentionMap{Layer: layer, NumHeads: c.NumHeads, T: T, Probs: AttentionProbs(qkv, T, C, c.NumHeads, true)}, nil
+}
+
+// qkvPeek asks the next forward pass for a copy of one layer's qkv activation.
+type qkvPeek struct {
+	layer int
+	qkv   []float32
 }
 
 // CheckAttentionArgs checks an attention map's request: layer of layers, over T >= 1 tokens.

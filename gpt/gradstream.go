@@ -90,6 +90,9 @@ func (t *Trainable) addScratch(grads, scratch []backend.Buf) {
 // layers backward did not report (a pass with nothing to learn from may skip them), from the
 // last down as a full pass reports them, and then the other tensors.
 func (t *Trainable) RunBackward(scratch bool, backward func() error) error {
+	if t.frozen {
+		return fmt.Errorf("backward: the model was built for inference only (no gradients); build it with New to train")
+	}
 	if scratch {
 		if t.gradScratch == nil {
 			return fmt.Errorf("backward: the model was made without Parallel.SeparateAccum")

@@ -21,11 +21,19 @@ func (c Config) PrecisionMemoryPlan(B, T int, prec Precision) []backend.MemoryIt
 // ZeRO-1 keeps 1/Shards of the AdamW moments (and pads the parameters and gradients to equal
 // shards), SeparateAccum adds a second gradient buffer.
 func (c Config) ParallelMemoryPlan(B, T int, prec Precision, par Parallel) []backend.MemoryItem {
-	return c.memoryPlan(B, T, prec, par, func(dt backend.DType) int64 { return int64(dt.Bytes()) })
+	return c.memoryPlan(B, T, prec, par, false, nativeSize)
 }
 
+// InferenceMemoryPlan is PrecisionMemoryPlan for NewInference's model: parameters without
+// gradients or moments, and one layer's activations, which every layer reuses.
+func (c Config) InferenceMemoryPlan(B, T int, prec Precision) []backend.MemoryItem {
+	return c.memoryPlan(B, T, prec, Parallel{}, true, nativeSize)
+}
+
+func nativeSize(dt backend.DType) int64 { return int64(dt.Bytes()) }
+
 // memoryPlan is the plan with sizeOf(dt) bytes per element of dt.
-func (c Config) memoryPlan(B, T int, prec Precision, par Parallel, sizeOf func(backend.DType) int64) []backend.MemoryItem {
+func (c Config) memoryPlan(B, T int, prec Precision, par Parallel, frozen bool, sizeOf func(backend.DType) int64) []backend.MemoryItem {
 	L, C, NH, Vp := int64(c.NumLayers), int64(c.Channels), int64(c.NumHeads), int64(c.PaddedVocabSize)
 	BT := int64(B) * int64(T)
 	n := int64(c.NumParams())
@@ -42,6 +50,10 @@ func (c Config) memoryPlan(B, T int, prec Precision, par Parallel, sizeOf func(b
 	once := 2*BT*C + BT*Vp + 5*BT*C + 3*BT*C + 4*BT*C
 	onceStats := 2*BT + 2*BT
 	plan := TrainableMemoryPlan(n, prec, par, sizeOf)
+	if frozen { // one layer's activations, no backward scratch
+		L, once = 1, 2*BT*C+BT*Vp
+		plan = FrozenMemoryPlan(n, prec, sizeOf)
+	}
 	return append(plan,
 		backend.MemoryItem{Name: "activations", Bytes: act*(L*perLayer+once) + f32*(L*perLayerStats+onceStats)},
 		backend.MemoryItem{Name: "tokens", Bytes: 2 * 4 * BT},

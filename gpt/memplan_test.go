@@ -2,6 +2,7 @@ package gpt_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -66,5 +67,36 @@ func TestMemoryPlanMatchesAllocations(t *testing.T) {
 	cfg := gpt.Config{BlockSize: 16, VocabSize: 50, PaddedVocabSize: 64, NumLayers: 2, NumHeads: 2, Channels: 16}
 	if _, err := gpt.New(be, cfg, 2, 16); err == nil || be.bytes != 0 {
 		t.Errorf("a refused plan must stop New before it allocates (err %v, %d bytes allocated)", err, be.bytes)
+	}
+}
+
+// NewInference's plan is what it allocates, and for GPT-2 124M evaluated at B=8 T=1024 it is
+// under 30% of a trainable model's: no gradients, moments or backward scratch, and one layer's
+// activations (the logits, 1.6 GB, are most of what is left).
+func TestInferenceMemoryPlan(t *testing.T) {
+	cfg := gpt.Config{BlockSize: 64, VocabSize: 101, PaddedVocabSize: 128, NumLayers: 3, NumHeads: 3, Channels: 60}
+	for _, bt := range [][2]int{{1, 1}, {3, 11}, {4, cfg.BlockSize}} {
+		be := &counting{Backend: cpu.New(1)}
+		if _, err := gpt.NewInference(be, cfg, bt[0], bt[1], gpt.Precision{}); err != nil {
+			t.Fatal(err)
+		}
+		plan := cfg.InferenceMemoryPlan(bt[0], bt[1], gpt.Precision{})
+		if got := gpt.PlanBytes(plan); got != be.bytes || gpt.PlanBytes(be.checked) != got {
+			t.Errorf("B=%d T=%d: plan says %d bytes, NewInference allocated %d and checked %d", bt[0], bt[1], got, be.bytes, gpt.PlanBytes(be.checked))
+		}
+		for _, it := range plan {
+			if strings.Contains(it.Name, "gradients") || strings.Contains(it.Name, "moments") {
+				t.Errorf("the inference plan has %q", it.Name)
+			}
+		}
+	}
+	gpt2, err := gpt.Preset("gpt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf, full := gpt.PlanBytes(gpt2.InferenceMemoryPlan(8, 1024, gpt.Precision{})), gpt.PlanBytes(gpt2.MemoryPlan(8, 1024))
+	t.Logf("GPT-2 124M at B=8 T=1024: inference %.2f GB, trainable %.2f GB", float64(inf)/1e9, float64(full)/1e9)
+	if inf*10 > full*3 {
+		t.Errorf("inference plan %d bytes, more than 30%% of the trainable %d", inf, full)
 	}
 }

@@ -35,6 +35,7 @@ type Model struct {
 	lossHost   []float32
 	genCache   *KVCache                    // generation's key/value cache, made by the first Generate (sample.go)
 	int8       map[backend.Buf]backend.Buf // an int8 model's weight copies, by fp32 weight (int8.go)
+	peek       *qkvPeek                    // Attention's request for a layer's qkv (attnmap.go)
 }
 
 // paramViews are named views into a flat parameter (or gradient) buffer.
@@ -81,6 +82,18 @@ func NewWithPrecision(be backend.Backend, cfg Config, maxB, maxT int, prec Preci
 // NewParallel is NewWithPrecision with the buffer layout par asks for data-parallel training
 // (see Parallel).
 func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, par Parallel) (*Model, error) {
+	return newModel(be, cfg, maxB, maxT, prec, par, false)
+}
+
+// NewInference is NewWithPrecision for a model that only runs forward: sampling, evaluation,
+// attention maps. It has no gradients, AdamW moments or backward scratch (NewFrozen), and its
+// layers take turns in one layer's activation buffers, so it needs about a quarter of the
+// parameter memory and 1/L of the activations; Backward refuses to run.
+func NewInference(be backend.Backend, cfg Config, maxB, maxT int, prec Precision) (*Model, error) {
+	return newModel(be, cfg, maxB, maxT, prec, Parallel{}, true)
+}
+
+func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, par Parallel, frozen bool) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -97,17 +110,20 @@ func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision,
 		return nil, err
 	}
 	if mc, ok := be.(backend.MemoryChecker); ok {
-		plan := cfg.memoryPlan(maxB, maxT, prec, par, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
+		plan := cfg.memoryPlan(maxB, maxT, prec, par, frozen, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
 		if err := mc.CheckMemory(plan); err != nil {
 			return nil, err
 		}
 	}
-	tr, err := NewTrainable(be, cfg.ParamSpecs(), prec, par)
+	tr, err := newTrainable(be, cfg.ParamSpecs(), prec, par, frozen)
 	if err != nil {
 		return nil, err
 	}
 	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, Trainable: tr, views: map[[2]int]*acts{}}
-	m.params, m.grads, m.fwd = m.paramViews(m.Params), m.paramViews(m.Grads), m.paramViews(m.Compute())
+	m.params, m.fwd = m.paramViews(m.Params), m.paramViews(m.Compute())
+	if !frozen {
+		m.grads = m.paramViews(m.Grads)
+	}
 	if par.SeparateAccum {
 		m.scratch = m.paramViews(m.GradScratch())
 	}
@@ -121,6 +137,9 @@ func (m *Model) allocActs() {
 	c := m.Config
 	L, C, NH, Vp := c.NumLayers, c.Channels, c.NumHeads, c.PaddedVocabSize
 	BT, B, T := m.maxB*m.maxT, m.maxB, m.maxT
+	if m.frozen {
+		L = 1 // the layers take turns in one layer's buffers (actsFor)
+	}
 	// Activations and their gradients (a) are in the compute format; the statistics (s) fp32.
 	a := func(n int) backend.Buf { return m.alloc(n, m.prec.Compute) }
 	s := func(n int) backend.Buf { return m.be.Alloc(n) }
@@ -135,9 +154,13 @@ func (m *Model) allocActs() {
 		fcproj: a(L * BT * C), residual3: a(L * BT * C),
 		lnf: a(BT * C), lnfMean: s(BT), lnfRstd: s(BT),
 		logits: a(BT * Vp), logitsLse: s(BT), losses: s(BT),
-		dresidual: a(BT * C), dlnf: a(BT * C), dln1: a(BT * C), datty: a(BT * C), dln2: a(BT * C),
-		dqkv: a(BT * 3 * C), dfch: a(BT * 4 * C),
 	}
+	if m.frozen {
+		return
+	}
+	ab := &m.actBufs
+	ab.dresidual, ab.dlnf, ab.dln1, ab.datty, ab.dln2 = a(BT*C), a(BT*C), a(BT*C), a(BT*C), a(BT*C)
+	ab.dqkv, ab.dfch = a(BT*3*C), a(BT*4*C)
 }
 
 // paramViews splits a flat buffer laid out like the parameters into named per-layer views.
@@ -176,11 +199,20 @@ func (m *Model) actsFor(B, T int) *acts {
 	layers := func(buf backend.Buf, size int) []backend.Buf {
 		out := make([]backend.Buf, L)
 		for l := range L {
-			out[l] = be.View(buf, l*size, size)
+			if m.frozen { // one layer's buffers for all: layer l reads only layer l-1's output
+				out[l] = be.View(buf, 0, size)
+			} else {
+				out[l] = be.View(buf, l*size, size)
+			}
 		}
 		return out
 	}
-	first := func(buf backend.Buf, size int) backend.Buf { return be.View(buf, 0, size) }
+	first := func(buf backend.Buf, size int) backend.Buf {
+		if buf == nil { // a frozen model's backward scratch
+			return nil
+		}
+		return be.View(buf, 0, size)
+	}
 	a := &acts{
 		B: B, T: T,
 		encoded: first(ab.encoded, BT*C),
@@ -366,6 +398,9 @@ func (m *Model) forwardBatch(lossScale float32) error {
 			residual = a.res3[l-1]
 		}
 		m.matmulForward(a.qkv[l], a.ln1[l], p.qkvw[l], p.qkvb[l], BT, C, 3*C)
+		if m.peek != nil && m.peek.layer == l {
+			be.Download(m.peek.qkv, a.qkv[l])
+		}
 		be.AttentionForward(a.atty[l], a.attLse[l], a.qkv[l], B, T, C, NH, backend.AttentionMask{Causal: true})
 		m.matmulForward(a.attproj[l], a.atty[l], p.attprojw[l], p.attprojb[l], BT, C, C)
 		be.ResidualLayerNormForward(a.residual2[l], a.ln2[l], a.ln2Mean[l], a.ln2Rstd[l], residual, a.attproj[l], p.ln2w[l], p.ln2b[l], BT, C)

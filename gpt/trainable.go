@@ -30,6 +30,7 @@ type Trainable struct {
 	stepHost              [backend.AdamWStepLen + backend.SeedLen]float32
 	segs                  []backend.AdamWSegment
 	prec                  Precision
+	frozen                bool // NewFrozen: parameters only, for forward passes
 	compute               backend.Buf
 	specs                 []ParamSpec
 	offsets               []int // start of each spec in the flat buffers
@@ -46,6 +47,18 @@ type Trainable struct {
 // storage plan prec and the data-parallel layout par. Parameters, gradients and moments start
 // at zero.
 func NewTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Parallel) (Trainable, error) {
+	return newTrainable(be, specs, prec, par, false)
+}
+
+// NewFrozen allocates the parameters of a model that only runs forward (sampling, evaluation,
+// attention maps): the fp32 master copy and, in a mixed plan, the 16-bit compute copy, but no
+// gradients and no AdamW moments, a quarter of NewTrainable's bytes in fp32. RunBackward refuses
+// to run on it; the update, gradient-norm and moment methods must not be called.
+func NewFrozen(be backend.Backend, specs []ParamSpec, prec Precision) (Trainable, error) {
+	return newTrainable(be, specs, prec, Parallel{}, true)
+}
+
+func newTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Parallel, frozen bool) (Trainable, error) {
 	if err := prec.Validate(); err != nil {
 		return Trainable{}, err
 	}
@@ -55,16 +68,25 @@ func NewTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Par
 	if err := par.validate(); err != nil {
 		return Trainable{}, err
 	}
-	t := Trainable{be: be, specs: specs, prec: prec, par: par}
+	t := Trainable{be: be, specs: specs, prec: prec, par: par, frozen: frozen}
 	n := 0
 	for _, s := range specs {
 		t.offsets = append(t.offsets, n)
 		n += s.Size()
 	}
-	t.allocFlat(n)
+	if frozen {
+		t.Params = be.Alloc(n)
+		t.paramsFlat = t.Params
+	} else {
+		t.allocFlat(n)
+	}
 	t.compute = t.Params
 	if prec.Mixed() {
 		t.compute = be.AllocDType(n, prec.Compute)
+	}
+	if frozen {
+		t.paramAll = t.TensorViews(t.Params)
+		return t, nil
 	}
 	if par.SeparateAccum {
 		t.gradScratch = t.alloc(n, prec.Grads)
@@ -95,15 +117,27 @@ func TrainableMemoryPlan(n int64, prec Precision, par Parallel, sizeOf func(back
 		padded, moments = s*int64(par.Shards), s
 		momentsName = fmt.Sprintf("AdamW moments (ZeRO-1: 1/%d shard)", par.Shards)
 	}
-	plan := []backend.MemoryItem{{Name: "parameters", Bytes: f32 * padded}}
-	if prec.Mixed() {
-		plan = append(plan, backend.MemoryItem{Name: "parameters (" + prec.Compute.String() + " copy)", Bytes: sizeOf(prec.Compute) * n})
-	}
+	plan := paramsMemoryPlan(n, padded, prec, sizeOf)
 	plan = append(plan, backend.MemoryItem{Name: "gradients", Bytes: sizeOf(prec.Grads) * padded})
 	if par.SeparateAccum {
 		plan = append(plan, backend.MemoryItem{Name: "gradients (one micro-batch's)", Bytes: sizeOf(prec.Grads) * n})
 	}
 	return append(plan, backend.MemoryItem{Name: momentsName, Bytes: 2 * f32 * moments})
+}
+
+// FrozenMemoryPlan lists the bytes of NewFrozen's buffers for n parameters.
+func FrozenMemoryPlan(n int64, prec Precision, sizeOf func(backend.DType) int64) []backend.MemoryItem {
+	return paramsMemoryPlan(n, n, prec, sizeOf)
+}
+
+// paramsMemoryPlan is the parameters' part of a plan: the fp32 master copy (padded elements)
+// and, in a mixed plan, the 16-bit compute copy of the n parameters.
+func paramsMemoryPlan(n, padded int64, prec Precision, sizeOf func(backend.DType) int64) []backend.MemoryItem {
+	plan := []backend.MemoryItem{{Name: "parameters", Bytes: sizeOf(backend.F32) * padded}}
+	if prec.Mixed() {
+		plan = append(plan, backend.MemoryItem{Name: "parameters (" + prec.Compute.String() + " copy)", Bytes: sizeOf(prec.Compute) * n})
+	}
+	return plan
 }
 
 // Specs lists the parameter tensors in flat-buffer order.
@@ -129,6 +163,9 @@ func (t *Trainable) SetParams(host []float32) error {
 	t.ParamsChanged()
 	return nil
 }
+
+// Frozen reports whether the model was made by NewFrozen: forward only, no gradients.
+func (t *Trainable) Frozen() bool { return t.frozen }
 
 // ZeroGrad clears the parameter gradients (before the first micro-batch of a step).
 func (t *Trainable) ZeroGrad() { t.be.Zero(t.Grads) }

@@ -89,7 +89,7 @@ func TestHellaSwagDuringTrainingKeepsTheTrajectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, err := loaded.NewModel(cpu.New(2), 4, cfg.SeqLen)
+	model, err := loaded.NewInferenceModel(cpu.New(2), 4, cfg.SeqLen, gpt.Precision{})
 	if err != nil {
 		t.Fatal(err)
 	}

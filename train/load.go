@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/bert"
 	"github.com/gpt2go/gpt2go/checkpoint"
 	"github.com/gpt2go/gpt2go/gpt"
@@ -85,20 +84,21 @@ func LoadBERT(path string) (*LoadedBERT, error) {
 	return enc, nil
 }
 
-// loadRun reads a gpt2go checkpoint (a run directory's newest good one, or a file) and its run
-// config, checking the parameter count against the config.
+// loadRun reads the weights of a gpt2go checkpoint (a run directory's newest good one, or a
+// file; checkpoint.LoadWeights) and its run config, checking the parameter count against the
+// config.
 func loadRun(path string, isDir bool) (*checkpoint.Checkpoint, *Config, string, error) {
 	var ck *checkpoint.Checkpoint
 	var err error
 	src := path
 	if isDir {
 		var warnings []error
-		ck, src, warnings, err = checkpoint.LoadLatest(path)
+		ck, src, warnings, err = checkpoint.LoadLatestWeights(path)
 		for _, w := range warnings {
 			fmt.Fprintf(os.Stderr, "warning: skipping %v\n", w)
 		}
 	} else {
-		ck, err = checkpoint.Load(path)
+		ck, err = checkpoint.LoadWeights(path)
 	}
 	if err != nil {
 		return nil, nil, "", err
@@ -233,7 +233,7 @@ func fileExists(path string) bool {
 
 // isCheckpoint reports whether path is a gpt2go checkpoint.
 func isCheckpoint(path string) bool {
-	_, err := checkpoint.Load(path)
+	_, err := checkpoint.LoadWeights(path)
 	return err == nil
 }
 
@@ -250,13 +250,4 @@ func readMagic(path string) int32 {
 	var magic int32
 	binary.Read(f, binary.LittleEndian, &magic)
 	return magic
-}
-
-// NewModel builds a model on be for batches up to (B,T) holding the loaded weights.
-func (l *Loaded) NewModel(be backend.Backend, B, T int) (*gpt.Model, error) {
-	m, err := gpt.New(be, l.Config, B, T)
-	if err != nil {
-		return nil, err
-	}
-	return m, m.SetParams(l.Params)
 }

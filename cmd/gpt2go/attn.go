@@ -179,7 +179,7 @@ func gptAttention(lf loadFlags, l *train.Loaded) (*attnSource, error) {
 	}
 	return &attnSource{label: ckptLabel(l.Source, l.Step, l.Run != nil), tok: tok, blockSize: l.Config.BlockSize,
 		attention: func(be backend.Backend, ids []int32, layer int) (*gpt.AttentionMap, error) {
-			model, err := l.NewModel(be, 1, len(ids))
+			model, err := l.NewInferenceModel(be, 1, len(ids), gpt.Precision{})
 			if err != nil {
 				return nil, err
 			}
@@ -197,7 +197,7 @@ func bertAttention(l *train.LoadedBERT) (*attnSource, error) {
 	}
 	return &attnSource{label: ckptLabel(l.Source, l.Step, true), tok: tok, blockSize: l.Config.BlockSize, encoder: true,
 		attention: func(be backend.Backend, ids []int32, layer int) (*gpt.AttentionMap, error) {
-			model, err := bert.New(be, l.Config, 1, len(ids))
+			model, err := bert.NewInference(be, l.Config, 1, len(ids), gpt.Precision{})
 			if err != nil {
 				return nil, err
 			}

@@ -85,10 +85,11 @@ func (d *deviceFlags) checkInt8() error {
 	return nil
 }
 
-// newModel builds loaded's model on be for batches of (B,T) in the --precision plan and, with
-// --int8, makes it an int8 inference model, saying on stderr how much its matmul weights take.
+// newModel builds loaded's forward-only model (no gradients or moments) on be for batches of
+// (B,T) in the --precision plan and, with --int8, makes it an int8 inference model, saying on
+// stderr how much its matmul weights take.
 func (d *deviceFlags) newModel(loaded *train.Loaded, be backend.Backend, B, T int) (*gpt.Model, error) {
-	model, err := loaded.NewModelWithPrecision(be, B, T, d.modelPrecision())
+	model, err := loaded.NewInferenceModel(be, B, T, d.modelPrecision())
 	if err != nil || !d.int8 {
 		return model, err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpt2go/gpt2go/bert"
+	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/tokenizer"
 	"github.com/gpt2go/gpt2go/train"
 )
@@ -60,7 +61,7 @@ func runFill(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := bert.New(be, loaded.Config, 1, T)
+	m, err := bert.NewInference(be, loaded.Config, 1, T, gpt.Precision{})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,120 @@
+package gpt_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/backend/cpu"
+	"github.com/gpt2go/gpt2go/gpt"
+)
+
+// inferenceTwin builds NewInference's model with m's parameters and plan.
+func inferenceTwin(t *testing.T, m *gpt.Model, B, T int) *gpt.Model {
+	t.Helper()
+	inf, err := gpt.NewInference(m.Backend(), m.Config, B, T, m.Precision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := make([]float32, m.Params.Len())
+	m.Backend().Download(params, m.Params)
+	if err := inf.SetParams(params); err != nil {
+		t.Fatal(err)
+	}
+	if !inf.Frozen() || m.Frozen() {
+		t.Fatalf("Frozen: inference model %v, trainable model %v", inf.Frozen(), m.Frozen())
+	}
+	return inf
+}
+
+// TestInferenceModelMatchesNew: a model whose layers share one layer's activation buffers gives
+// the bits of the trainable model (losses, every logit, every layer's attention map, greedy
+// cached generation, int8), in fp32 and bf16, at the planned shape and a smaller one; and it
+// refuses backward.
+func TestInferenceModelMatchesNew(t *testing.T) {
+	be := cpu.New(0)
+	cfg := kvConfig
+	for _, prec := range []gpt.Precision{{}, {Compute: backend.BF16}} {
+		const B, T = 3, 24
+		m := randomModel(t, be, cfg, B, T, prec)
+		inf := inferenceTwin(t, m, B, T)
+		rng := rand.New(rand.NewPCG(5, 6))
+		for _, bt := range [][2]int{{B, T}, {2, 7}} {
+			b, tt := bt[0], bt[1]
+			inputs, targets := make([]int32, b*tt), make([]int32, b*tt)
+			for i := range inputs {
+				inputs[i], targets[i] = rng.Int32N(int32(cfg.VocabSize)), rng.Int32N(int32(cfg.VocabSize))
+			}
+			want, err := m.Forward(inputs, targets, b, tt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := inf.Forward(inputs, targets, b, tt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("%v (%d,%d): loss %v, the trainable model's %v", prec, b, tt, got, want)
+			}
+			wantRow, gotRow := make([]float32, cfg.PaddedVocabSize), make([]float32, cfg.PaddedVocabSize)
+			for i := range b * tt {
+				m.LogitsRow(wantRow, i/tt, i%tt)
+				inf.LogitsRow(gotRow, i/tt, i%tt)
+				if !slices.Equal(gotRow, wantRow) {
+					t.Fatalf("%v (%d,%d): logits of row %d differ", prec, b, tt, i)
+				}
+			}
+		}
+		tokens := []int32{3, 17, 9, 42, 0, 42, 7, 10, 17}
+		for layer := range cfg.NumLayers {
+			want, err := m.Attention(tokens, layer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := inf.Attention(tokens, layer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Probs, want.Probs) {
+				t.Errorf("%v: layer %d's attention map differs", prec, layer)
+			}
+		}
+		opts := gpt.SampleOptions{Tokens: 12, Temperature: 0, Seed: 1, Context: T}
+		want, err := m.Generate(tokens[:3], opts, func(int32) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := inf.Generate(tokens[:3], opts, func(int32) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%v: greedy generation %v, the trainable model's %v", prec, got, want)
+		}
+		if err := inf.Backward(1); err == nil || !strings.Contains(err.Error(), "inference only") {
+			t.Errorf("%v: backward on an inference model: %v, want a refusal", prec, err)
+		}
+		if err := inf.BackwardAccumulate(1); err == nil || !strings.Contains(err.Error(), "inference only") {
+			t.Errorf("%v: BackwardAccumulate on an inference model: %v, want a refusal", prec, err)
+		}
+		for _, mm := range []*gpt.Model{m, inf} {
+			if _, err := mm.QuantizeInt8(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want8, err := m.Forward(tokens, tokens, 1, len(tokens))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got8, err := inf.Forward(tokens, tokens, 1, len(tokens))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Float32bits(got8) != math.Float32bits(want8) {
+			t.Errorf("%v int8: loss %v, the trainable model's %v", prec, got8, want8)
+		}
+	}
+}
