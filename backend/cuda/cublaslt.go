@@ -38,6 +38,8 @@ const (
 	prefMinAlignA       = 5                              // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES (B, C, D follow: 6, 7, 8)
 	heuristicResultSize = 96                             // sizeof(cublasLtMatmulHeuristicResult_t): algo (64 bytes), workspaceSize (size_t), state, wavesCount, reserved[4]
 	heuristicWorkspace  = 64                             // offset of workspaceSize in it
+	heuristicState      = 72                             // offset of state (cublasStatus_t) in it
+	cublasNotSupported  = 15                             // CUBLAS_STATUS_NOT_SUPPORTED
 )
 
 // CublasLt is the cuBLASLt library, loaded with purego.
@@ -174,6 +176,9 @@ type Blas struct {
 	cache     *algoCache       // tuned choices, shared with later runs
 	events    eventPair
 	tuned     map[string]TunedShape
+	// noEpilogues refuses every product with a bias or GELU epilogue as if cuBLASLt had no
+	// algorithm for it, so tests can run the fallbacks a GPU may need for some alignments.
+	noEpilogues bool
 }
 
 // planKey is a Gemm with the alignments of its pointers: cuBLASLt's heuristic assumes 256-byte
@@ -375,9 +380,13 @@ func (b *Blas) chooseAlgo(key planKey, p *matmulPlan, op operands) error {
 	var found int32
 	r, _, _ := purego.SyscallN(lib.algoHeuristic, b.handle, p.desc, p.a, p.b, p.d, p.d, pref, uintptr(want),
 		uintptr(unsafe.Pointer(&results[0])), uintptr(unsafe.Pointer(&found)))
+	if r == cublasNotSupported { // how the heuristic says it has nothing for this configuration
+		return fmt.Errorf("%w for %+v (CUBLAS_STATUS_NOT_SUPPORTED)", errNoAlgorithm, key.Gemm)
+	}
 	if err := checkCublas("cublasLtMatmulAlgoGetHeuristic", r); err != nil {
 		return err
 	}
+	found = int32(usableCandidates(results, int(found)))
 	if found == 0 {
 		return fmt.Errorf("%w for %+v", errNoAlgorithm, key.Gemm)
 	}
@@ -401,6 +410,24 @@ func (b *Blas) chooseAlgo(key planKey, p *matmulPlan, op operands) error {
 	copy(p.heuristic[:algoBytes], algo[:])
 	b.tuned[name] = TunedShape{Candidates: ch.Candidates, Index: ch.Index, Micros: ch.Micros, FirstMicro: ch.FirstMicro}
 	return nil
+}
+
+// usableCandidates moves the first n heuristic results whose state is CUBLAS_STATUS_SUCCESS
+// (the documented condition for the rest of a result to be valid) to the front of results, in
+// order, and returns how many there are.
+func usableCandidates(results []byte, n int) int {
+	kept := 0
+	for i := range n {
+		r := results[i*heuristicResultSize : (i+1)*heuristicResultSize]
+		if *(*int32)(unsafe.Pointer(&r[heuristicState])) != 0 {
+			continue
+		}
+		if kept != i {
+			copy(results[kept*heuristicResultSize:], r)
+		}
+		kept++
+	}
+	return kept
 }
 
 // timeCandidates returns the fastest of tuneReps runs of each candidate algorithm in ms (NaN for
@@ -466,6 +493,9 @@ func (b *Blas) MatmulAux(s Gemm, a, bm, d, bias, aux uintptr, accumulate bool) e
 	if b.missing[key] {
 		return fmt.Errorf("%w for %+v", errNoAlgorithm, s)
 	}
+	if b.noEpilogues && (s.Bias || s.Gelu != NoGelu) {
+		return fmt.Errorf("%w for %+v (epilogues turned off for a test)", errNoAlgorithm, s)
+	}
 	p, err := b.plan(key, operands{a: a, b: bm, d: d, bias: bias, aux: aux, accumulate: accumulate})
 	if errors.Is(err, errNoAlgorithm) {
 		b.missing[key] = true
@@ -483,7 +513,11 @@ func (b *Blas) MatmulAux(s Gemm, a, bm, d, bias, aux uintptr, accumulate bool) e
 			return err
 		}
 	}
-	return b.launch(s, p, operands{a: a, b: bm, d: d, accumulate: accumulate}, p.heuristic[:algoBytes])
+	err = b.launch(s, p, operands{a: a, b: bm, d: d, accumulate: accumulate}, p.heuristic[:algoBytes])
+	if errors.Is(err, errNoAlgorithm) { // nothing was queued: callers with a fallback can take it
+		b.missing[key] = true
+	}
+	return err
 }
 
 // launch queues one cublasLtMatmul of plan p for s on op's operands with algorithm algo (C is D;
@@ -496,5 +530,8 @@ func (b *Blas) launch(s Gemm, p *matmulPlan, op operands, algo []byte) error {
 	defer b.g.launched(time.Now())
 	r, _, _ := purego.SyscallN(b.lib.matmul, b.handle, p.desc, uintptr(unsafe.Pointer(&p.alpha)), op.a, p.a, op.b, p.b,
 		uintptr(unsafe.Pointer(&p.beta)), op.d, p.d, op.d, p.d, uintptr(unsafe.Pointer(&algo[0])), b.workspace, uintptr(b.wsBytes), b.g.stream)
+	if r == cublasNotSupported { // "the current implementation on this device does not support the operation"
+		return fmt.Errorf("%w for %+v (cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED)", errNoAlgorithm, s)
+	}
 	return checkCublas(fmt.Sprintf("cublasLtMatmul(m=%d n=%d k=%d)", s.M, s.N, s.K), r)
 }

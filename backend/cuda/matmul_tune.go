@@ -59,7 +59,7 @@ type algoChoice struct {
 	Index      int     `json:"index"`      // its rank in the heuristic's list (0 = the heuristic's choice)
 	Candidates int     `json:"candidates"` // algorithms timed
 	Micros     float64 `json:"us"`         // the chosen algorithm's time, µs
-	FirstMicro float64 `json:"first_us"`   // the heuristic's first choice's time, µs
+	FirstMicro float64 `json:"first_us"`   // the heuristic's first choice's time, µs (-1: it did not run)
 }
 
 // algo decodes Algo, ok false when it is not 64 bytes of hex.
@@ -82,10 +82,11 @@ type algoCacheFile struct {
 // The file keeps the first choice any process wrote for a shape, and a process that timed a
 // shape another had just written takes the file's choice (put).
 type algoCache struct {
-	mu      sync.Mutex
-	path    string // "" when there is no cache directory: choices then last for the process
-	header  algoCacheHeader
-	choices map[string]algoChoice
+	mu       sync.Mutex
+	path     string // "" when there is no cache directory: choices then last for the process
+	header   algoCacheHeader
+	choices  map[string]algoChoice
+	rejected map[string]string // per key, the stored algorithm the library refused (drop)
 }
 
 // algoCachePath is the cache file for header in dir: one per GPU model, library version and
@@ -136,10 +137,15 @@ func openAlgoCache(dir string, h algoCacheHeader) *algoCache {
 	defer algoCaches.Unlock()
 	c := algoCaches.m[id]
 	if c == nil {
-		c = &algoCache{path: path, header: h, choices: readAlgoCache(path, h)}
+		c = newAlgoCache(path, h)
 		algoCaches.m[id] = c
 	}
 	return c
+}
+
+// newAlgoCache is the cache of the file at path ("" for none) for header h, read now.
+func newAlgoCache(path string, h algoCacheHeader) *algoCache {
+	return &algoCache{path: path, header: h, choices: readAlgoCache(path, h), rejected: map[string]string{}}
 }
 
 // get returns the choice for key.
@@ -152,19 +158,28 @@ func (c *algoCache) get(key string) (algoChoice, bool) {
 
 // put records the choice for key and saves the file: the file's current shapes (another process
 // may have added some) and this process's. Where the file already has key (another process
-// timed it meanwhile) its choice wins, and put returns it for this process to use too. Write
-// errors are ignored: the cache only saves time and keeps later runs' bits.
+// timed it meanwhile) its choice wins, and put returns it for this process to use too, unless it
+// is the algorithm this process dropped: then ch replaces it in the file. Write errors are
+// ignored: the cache only saves time and keeps later runs' bits.
 func (c *algoCache) put(key string, ch algoChoice) algoChoice {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// A candidate that did not run has a NaN time (the heuristic's first, in FirstMicro); JSON
+	// has no NaN, and one would keep every later write of the file from happening.
+	for _, t := range []*float64{&ch.Micros, &ch.FirstMicro} {
+		if math.IsNaN(*t) || math.IsInf(*t, 0) {
+			*t = -1
+		}
+	}
 	if c.path == "" {
 		c.choices[key] = ch
 		return ch
 	}
 	merged := readAlgoCache(c.path, c.header)
-	if theirs, ok := merged[key]; ok {
+	if theirs, ok := merged[key]; ok && theirs.Algo != c.rejected[key] {
 		ch = theirs
 	}
+	merged[key] = ch
 	c.choices[key] = ch
 	for k, v := range c.choices {
 		if _, ok := merged[k]; !ok {
@@ -178,10 +193,14 @@ func (c *algoCache) put(key string, ch algoChoice) algoChoice {
 	return ch
 }
 
-// drop forgets key (a stored algorithm the library no longer accepts) for this process.
+// drop forgets key's stored algorithm, which the library no longer accepts, and remembers it
+// as refused so that put writes the next choice over it in the file rather than taking it back.
 func (c *algoCache) drop(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if ch, ok := c.choices[key]; ok {
+		c.rejected[key] = ch.Algo
+	}
 	delete(c.choices, key)
 }
 

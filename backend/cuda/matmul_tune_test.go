@@ -83,8 +83,7 @@ func testChoice(seed byte, index int) algoChoice {
 
 // newTestCache opens a cache outside the process registry (each test its own).
 func newTestCache(dir string, h algoCacheHeader) *algoCache {
-	path := algoCachePath(dir, h)
-	return &algoCache{path: path, header: h, choices: readAlgoCache(path, h)}
+	return newAlgoCache(algoCachePath(dir, h), h)
 }
 
 // The cache file keeps choices across processes, only for its own GPU and library, survives a
@@ -166,6 +165,35 @@ func TestAlgoCacheFile(t *testing.T) {
 	e.put("v", testChoice(6, 0))
 	if got, ok := newTestCache(dir, h).get("v"); !ok || got != testChoice(6, 0) {
 		t.Fatalf("after rewriting a corrupt file: %+v, %v", got, ok)
+	}
+
+	// An algorithm the library refused (drop) is not taken back from the file: the fresh
+	// choice replaces it there too.
+	newTestCache(dir, h).put("x", testChoice(1, 3))
+	g := newTestCache(dir, h)
+	if got, ok := g.get("x"); !ok || got != testChoice(1, 3) {
+		t.Fatalf("x before the drop: %+v, %v", got, ok)
+	}
+	g.drop("x")
+	if got := g.put("x", testChoice(8, 2)); got != testChoice(8, 2) {
+		t.Fatalf("after dropping x, put returned %+v, want the fresh %+v", got, testChoice(8, 2))
+	}
+	if got, _ := newTestCache(dir, h).get("x"); got != testChoice(8, 2) {
+		t.Fatalf("the file still holds the refused x: %+v", got)
+	}
+
+	// A candidate that did not run (NaN time) is stored as -1 and the file is still written,
+	// now and on later puts.
+	nan := testChoice(9, 1)
+	nan.FirstMicro = math.NaN()
+	got := g.put("u", nan)
+	g.put("t", testChoice(10, 0))
+	h2 := newTestCache(dir, h)
+	if u, ok := h2.get("u"); !ok || u.FirstMicro != -1 || got.FirstMicro != -1 {
+		t.Fatalf("a NaN timing: put returned %+v, the file holds %+v, %v", got, u, ok)
+	}
+	if _, ok := h2.get("t"); !ok {
+		t.Fatal("a put after a NaN timing was not written")
 	}
 
 	// No cache directory: choices last for the process.

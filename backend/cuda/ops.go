@@ -189,7 +189,19 @@ func (be *Backend) MatmulForward(out, inp, weight, bias backend.Buf, N, C, OC in
 	if !be.sameFormat("MatmulForward", x, inp, weight, bias) {
 		return
 	}
-	be.fail(be.blas.Matmul(be.forwardGemm(x, N, C, OC, bias != nil), ptrOf(weight), ptrOf(inp), ptrOf(out), ptrOf(bias), false))
+	s := be.forwardGemm(x, N, C, OC, bias != nil)
+	err := be.blas.Matmul(s, ptrOf(weight), ptrOf(inp), ptrOf(out), ptrOf(bias), false)
+	if bias != nil && errors.Is(err, errNoAlgorithm) {
+		// No bias epilogue for these alignments (cuBLASLt wants more than a view of the flat
+		// parameters may have): out starts as the bias in every row and the product accumulates
+		// onto it (beta 1), which rounds product + bias once, as the epilogue does.
+		be.launch("MatmulForward", "broadcast_rows"+formatSuffix(x), Blocks(int64(N)*int64(OC), threads), threads, 0, func(k *Kernel) {
+			k.Ptr(ptrOf(out)).Ptr(ptrOf(bias)).Long(int64(N)).Int(OC)
+		})
+		s.Bias = false
+		err = be.blas.Matmul(s, ptrOf(weight), ptrOf(inp), ptrOf(out), 0, true)
+	}
+	be.fail(err)
 	be.afterOp("MatmulForward")
 }
 
@@ -237,8 +249,12 @@ func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backen
 // MatmulGeluForward runs the product with cuBLASLt's GELU epilogue (GELU_AUX_BIAS): one pass
 // writes pre (the auxiliary output, product plus bias) and out = gelu of the unrounded sum. Column-
 // major, D = out^T (OC,N) and aux = pre^T share the leading dimension OC, which cuBLASLt needs to
-// be a multiple of 8. Otherwise, with Options.NoGeluFusion, or where cuBLASLt has no algorithm,
-// it runs MatmulForward and GeluForward.
+// be a multiple of 8. Otherwise, in fp32, with Options.NoGeluFusion, or where cuBLASLt has no
+// algorithm, it runs MatmulForward and GeluForward.
+//
+// fp32 stays unfused: CUTLASS-style epilogues evaluate tanh with the hardware approximation
+// (tanh.approx.f32, relative error about 2^-11), below the rounding of a 16-bit output but 1e-4
+// of an fp32 one, against the 1e-7 of the GELU kernel.
 func (be *Backend) MatmulGeluForward(out, pre, inp, weight, bias backend.Buf, N, C, OC int) {
 	if be.err != nil {
 		return
@@ -247,7 +263,7 @@ func (be *Backend) MatmulGeluForward(out, pre, inp, weight, bias backend.Buf, N,
 	if !be.sameFormat("MatmulGeluForward", x, pre, inp, weight, bias) {
 		return
 	}
-	if !be.opts.NoGeluFusion && OC%8 == 0 {
+	if be.fuseGelu(x, OC) {
 		s := be.forwardGemm(x, N, C, OC, bias != nil)
 		s.Gelu, s.AuxLD = GeluForward, OC
 		err := be.blas.MatmulAux(s, ptrOf(weight), ptrOf(inp), ptrOf(out), ptrOf(bias), ptrOf(pre), false)
@@ -263,8 +279,8 @@ func (be *Backend) MatmulGeluForward(out, pre, inp, weight, bias backend.Buf, N,
 
 // MatmulBackwardGelu computes dinp with cuBLASLt's DGELU epilogue, gelu'(pre) applied to the
 // unrounded product (pre^T (C,N) column-major has dinp^T's leading dimension C, a multiple of 8),
-// then the parameter gradients as MatmulBackward does; otherwise MatmulBackward and GeluBackward
-// in place.
+// then the parameter gradients as MatmulBackward does; otherwise (and in fp32, see
+// MatmulGeluForward) MatmulBackward and GeluBackward in place.
 func (be *Backend) MatmulBackwardGelu(dinp, dweight, dbias, dout, inp, weight, pre backend.Buf, N, C, OC int) {
 	if be.err != nil {
 		return
@@ -273,7 +289,7 @@ func (be *Backend) MatmulBackwardGelu(dinp, dweight, dbias, dout, inp, weight, p
 	if !be.sameFormat("MatmulBackwardGelu", x, dinp, inp, weight, pre) {
 		return
 	}
-	if !be.opts.NoGeluFusion && C%8 == 0 {
+	if be.fuseGelu(x, C) {
 		s := be.dinpGemm(x, N, C, OC)
 		s.Gelu, s.AuxLD = GeluBackward, C
 		err := be.blas.MatmulAux(s, ptrOf(weight), ptrOf(dout), ptrOf(dinp), 0, ptrOf(pre), false)
@@ -285,6 +301,13 @@ func (be *Backend) MatmulBackwardGelu(dinp, dweight, dbias, dout, inp, weight, p
 	}
 	be.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC)
 	be.GeluBackward(dinp, pre, dinp, N*C)
+}
+
+// fuseGelu says whether a matmul+GELU pair in format x whose GELU side has leading dimension ld
+// runs as one product with cuBLASLt's GELU epilogue: in 16-bit formats, with ld a multiple of 8,
+// unless Options.NoGeluFusion.
+func (be *Backend) fuseGelu(x backend.DType, ld int) bool {
+	return !be.opts.NoGeluFusion && x != backend.F32 && ld%8 == 0
 }
 
 // afterOp waits after a library call when SyncEachOp is set, so faults name their op.

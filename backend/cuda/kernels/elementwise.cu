@@ -305,6 +305,15 @@ __device__ __forceinline__ void column_sum_reduce_t(G* out, const float* partial
     st(out + j, ld(out + j) + s);
 }
 
+// broadcast_rows: out(N,OC)[i, j] = row(OC)[j], copied unchanged (MatmulForward's bias where
+// cuBLASLt has no bias epilogue: the product then accumulates onto it).
+template <typename X>
+__device__ __forceinline__ void broadcast_rows_t(X* out, const X* row, long N, int OC) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N * OC) return;
+    out[i] = row[i % OC];
+}
+
 #define ELEMENTWISE_KERNELS(X, S)                                                                                      \
     extern "C" __global__ void gelu_forward##S(X* out, const X* inp, long N, int vec) {                                \
         ew_map_t<X, gelu_tanh>(out, inp, N, vec);                                                                      \
@@ -343,6 +352,9 @@ __device__ __forceinline__ void column_sum_reduce_t(G* out, const float* partial
     }                                                                                                                  \
     extern "C" __global__ void column_sum_reduce##S(X* out, const float* partial, int chunks, int OC) {                \
         column_sum_reduce_t(out, partial, chunks, OC);                                                                 \
+    }                                                                                                                  \
+    extern "C" __global__ void broadcast_rows##S(X* out, const X* row, long N, int OC) {                               \
+        broadcast_rows_t(out, row, N, OC);                                                                             \
     }
 X_VARIANTS(ELEMENTWISE_KERNELS)
 
