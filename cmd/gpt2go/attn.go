@@ -62,7 +62,7 @@ func runAttn(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fig, T, err := attentionFigure(be, lf, []string{first, compare}, text, layer, head, maxTokens, stderr)
+	fig, T, err := attentionFigure(be, dev.modelPrecision(), lf, []string{first, compare}, text, layer, head, maxTokens, stderr)
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func runAttn(_ context.Context, args []string, stdout, stderr io.Writer) error {
 // entries are skipped): all heads, or one head when head >= 0. It returns the figure and the
 // number of tokens drawn; notes about truncation go to warn. A BERT encoder reads the text as
 // [CLS] text [SEP], as in training, and its maps are drawn whole (bidirectional).
-func attentionFigure(be backend.Backend, lf loadFlags, paths []string, text string, layer, head, maxTokens int, warn io.Writer) (*viz.Figure, int, error) {
+func attentionFigure(be backend.Backend, prec gpt.Precision, lf loadFlags, paths []string, text string, layer, head, maxTokens int, warn io.Writer) (*viz.Figure, int, error) {
 	var maps []attnMap
 	var labels []string
 	var ids []int32
@@ -128,7 +128,7 @@ func attentionFigure(be backend.Backend, lf loadFlags, paths []string, text stri
 		} else if !slices.Equal(mine, ids) {
 			return nil, 0, fmt.Errorf("%s tokenizes the text differently from %s; compare checkpoints of runs with the same tokenizer", path, paths[0])
 		}
-		m, err := am.attention(be, ids, layer)
+		m, err := am.attention(be, prec, ids, layer)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -149,7 +149,7 @@ type attnSource struct {
 	tok       tokenizer.Tokenizer
 	blockSize int
 	encoder   bool
-	attention func(be backend.Backend, ids []int32, layer int) (*gpt.AttentionMap, error)
+	attention func(be backend.Backend, prec gpt.Precision, ids []int32, layer int) (*gpt.AttentionMap, error)
 }
 
 // loadAttention reads the model --ckpt or --init names: a GPT-2 or a BERT encoder (checkpoints
@@ -178,8 +178,8 @@ func gptAttention(lf loadFlags, l *train.Loaded) (*attnSource, error) {
 		return nil, err
 	}
 	return &attnSource{label: ckptLabel(l.Source, l.Step, l.Run != nil), tok: tok, blockSize: l.Config.BlockSize,
-		attention: func(be backend.Backend, ids []int32, layer int) (*gpt.AttentionMap, error) {
-			model, err := l.NewInferenceModel(be, 1, len(ids), gpt.Precision{})
+		attention: func(be backend.Backend, prec gpt.Precision, ids []int32, layer int) (*gpt.AttentionMap, error) {
+			model, err := l.NewInferenceModel(be, 1, len(ids), prec)
 			if err != nil {
 				return nil, err
 			}
@@ -196,8 +196,8 @@ func bertAttention(l *train.LoadedBERT) (*attnSource, error) {
 		return nil, err
 	}
 	return &attnSource{label: ckptLabel(l.Source, l.Step, true), tok: tok, blockSize: l.Config.BlockSize, encoder: true,
-		attention: func(be backend.Backend, ids []int32, layer int) (*gpt.AttentionMap, error) {
-			model, err := bert.NewInference(be, l.Config, 1, len(ids), gpt.Precision{})
+		attention: func(be backend.Backend, prec gpt.Precision, ids []int32, layer int) (*gpt.AttentionMap, error) {
+			model, err := bert.NewInference(be, l.Config, 1, len(ids), prec)
 			if err != nil {
 				return nil, err
 			}

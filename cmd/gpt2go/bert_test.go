@@ -21,7 +21,7 @@ func bertArgs(dataDir, out string, extra ...string) []string {
 	args := []string{"train", "--arch", "bert", "--data", dataDir, "--out", out, "--n-layer", "2", "--n-head", "2",
 		"--n-embd", "32", "--block-size", "32", "--seq-len", "32", "--batch-size", "4", "--steps", "12", "--warmup", "2",
 		"--lr", "1e-3", "--eval-every", "6", "--eval-batches", "3", "--ckpt-every", "4", "--log-every", "4",
-		"--threads", "1", "--tensorboard=false", "--dist-timeout", "20s"}
+		"--threads", "1", "--tensorboard=false", "--dist-timeout", "20s", "--device", "cpu"}
 	return append(args, extra...)
 }
 
@@ -61,6 +61,10 @@ func TestBERTTrainResume(t *testing.T) {
 		t.Fatalf("fill's candidates are not in order of probability: %s", lines[1])
 	}
 	mustFail(t, "has no [MASK]", "fill", "--ckpt", whole, "--text", "no mask here")
+	mustFail(t, "--int8 quantizes GPT-2 models", "fill", "--ckpt", whole, "--text", "a [MASK]", "--int8")
+	if out := mustRun(t, "fill", "--ckpt", whole, "--text", "a [MASK]", "--threads", "1", "--device", "cpu", "--precision", "bf16"); !strings.Contains(out, "[MASK] 1 of 1") {
+		t.Errorf("fill --precision bf16 printed %q", out)
+	}
 	mustFail(t, "is a BERT encoder", "sample", "--ckpt", whole)
 	mustFail(t, "the model reads at most 32", "fill", "--ckpt", whole, "--text", strings.Repeat("long ", 10)+"[MASK]")
 

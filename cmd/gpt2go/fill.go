@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/gpt2go/gpt2go/bert"
-	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/tokenizer"
 	"github.com/gpt2go/gpt2go/train"
 )
@@ -57,11 +56,14 @@ func runFill(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if T > loaded.Config.BlockSize {
 		return fmt.Errorf("the text is %d tokens with [CLS] and [SEP]; the model reads at most %d; shorten --text", T, loaded.Config.BlockSize)
 	}
+	if dev.int8 {
+		return fmt.Errorf("--int8 quantizes GPT-2 models (sample, eval); fill runs the BERT encoder in its float --precision")
+	}
 	be, err := dev.open(stderr)
 	if err != nil {
 		return err
 	}
-	m, err := bert.NewInference(be, loaded.Config, 1, T, gpt.Precision{})
+	m, err := bert.NewInference(be, loaded.Config, 1, T, dev.modelPrecision())
 	if err != nil {
 		return err
 	}

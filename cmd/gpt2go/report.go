@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpt2go/gpt2go/backend/cpu"
+	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/report"
 )
 
@@ -34,7 +35,7 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	// Attention maps of the first and last checkpoints, all heads of one layer, computed on the
 	// CPU (one short sequence; no GPU needed to write a report).
 	opts.Attention = func(first, last, text string) ([]byte, string, error) {
-		fig, T, err := attentionFigure(cpu.New(0), loadFlags{}, []string{first, last}, text, *layer, -1, 32, io.Discard)
+		fig, T, err := attentionFigure(cpu.New(0), gpt.Precision{}, loadFlags{}, []string{first, last}, text, *layer, -1, 32, io.Discard)
 		if err != nil {
 			return nil, "", err
 		}
