@@ -357,6 +357,15 @@ func BudgetOf(be Backend) MemoryBudget {
 	return MemoryBudget{}
 }
 
+// TargetMatcher is implemented by backends whose memory the host cannot read in place (a
+// GPU): a masked-language model counts its correct predictions from N flags instead of
+// downloading N*Vp logits.
+type TargetMatcher interface {
+	// MatchTargets writes hits (N) fp32: 1 where the first largest of the first V of row i's
+	// logits (N,Vp) is at column targets[i] (int32 (N)), else 0.
+	MatchTargets(hits, logits, targets Buf, N, V, Vp int)
+}
+
 // HostMemory is implemented by backends whose buffers already live in host memory (the CPU):
 // HostFloats returns a buffer's elements without a copy, so checkpoint writers need no second
 // copy of the parameters and optimizer state. Checkpoint writers only read the slice; the host

@@ -377,9 +377,9 @@ func TestMaskedAccuracyWithoutHostMemory(t *testing.T) {
 	r := loadReference(t, "preln")
 	b := r.batch(t, 0)
 	opt := gpt.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
-	var counts [2][2]int
-	var models [2]*bert.Model
-	for k, be := range []backend.Backend{cpu.New(1), &counting{Backend: cpu.New(1)}} {
+	var counts [3][2]int
+	var models [3]*bert.Model
+	for k, be := range []backend.Backend{cpu.New(1), &counting{Backend: cpu.New(1)}, &matching{Backend: cpu.New(1)}} {
 		if _, ok := be.(backend.HostMemory); ok != (k == 0) {
 			t.Fatalf("backend %d: HostMemory %v", k, ok)
 		}
@@ -400,8 +400,8 @@ func TestMaskedAccuracyWithoutHostMemory(t *testing.T) {
 		counts[k][0], counts[k][1] = m.MaskedAccuracy()
 		models[k] = m
 	}
-	if counts[0] != counts[1] {
-		t.Errorf("in place %v, downloaded %v (correct, masked)", counts[0], counts[1])
+	if counts[0] != counts[1] || counts[0] != counts[2] {
+		t.Errorf("in place %v, downloaded %v, matched on the device %v (correct, masked)", counts[0], counts[1], counts[2])
 	}
 	// The argmax of the logits of every position (a Forward without targets) at the masked ones.
 	nt := b
@@ -425,4 +425,94 @@ func TestMaskedAccuracyWithoutHostMemory(t *testing.T) {
 		t.Errorf("%d of %d correct; the argmax of every position's logits gives %d", counts[0][0], counts[0][1], want)
 	}
 	t.Logf("%d of %d masked tokens right after fitting batch 0", counts[0][0], counts[0][1])
+}
+
+// matching is a backend without host memory that matches targets as the GPU's match_targets
+// kernel does (crossentropy.cu), transcribed: 512 threads each scan columns j = thread +
+// 512*i keeping the first largest, then a butterfly over each warp's 32 lanes and a pass over
+// the 16 warps keep the larger value or, on a tie, the earlier column.
+type matching struct{ backend.Backend }
+
+func (m *matching) MatchTargets(hits, logits, targets backend.Buf, N, V, Vp int) {
+	const threads, warp = 512, 32
+	x, tg := cpu.Floats(logits), cpu.Int32s(targets)
+	out := make([]float32, N)
+	better := func(v float32, i int, best float32, bi int) bool {
+		return i >= 0 && (bi < 0 || v > best || (v == best && i < bi))
+	}
+	for row := range N {
+		var best [threads]float32
+		var bi [threads]int
+		for th := range threads {
+			bi[th] = -1
+			for j := th; j < V; j += threads {
+				if v := x[row*Vp+j]; bi[th] < 0 || v > best[th] {
+					best[th], bi[th] = v, j
+				}
+			}
+		}
+		for o := warp / 2; o > 0; o >>= 1 { // __shfl_xor_sync: every lane reads lane^o's old value
+			nb, ni := best, bi
+			for th := range threads {
+				peer := th&^(warp-1) | (th % warp) ^ o
+				if better(best[peer], bi[peer], best[th], bi[th]) {
+					nb[th], ni[th] = best[peer], bi[peer]
+				}
+			}
+			best, bi = nb, ni
+		}
+		b, i := best[0], bi[0]
+		for w := 1; w < threads/warp; w++ {
+			if better(best[w*warp], bi[w*warp], b, i) {
+				b, i = best[w*warp], bi[w*warp]
+			}
+		}
+		if int32(i) == tg[row] {
+			out[row] = 1
+		}
+	}
+	m.Upload(hits, out)
+}
+
+// The transcribed kernel picks the CPU's column: the first of equal maxima, across threads and
+// warps, and among -Inf.
+func TestMatchTargetsKernelTranscription(t *testing.T) {
+	be := &matching{Backend: cpu.New(1)}
+	const N, V, Vp = 6, 1100, 1104
+	x := make([]float32, N*Vp)
+	for i := range x {
+		x[i] = float32(i%97) * 0.01
+	}
+	targets := []int32{0, 1099, 600, 513, 5, 0}
+	// Row 0: a tie between columns 3 (thread 3) and 515 (thread 3, later): the first wins.
+	x[0*Vp+3], x[0*Vp+515] = 5, 5
+	// Row 1: the maximum at the last real column; the padding (larger) is ignored.
+	x[1*Vp+1099], x[1*Vp+1100] = 9, 99
+	// Row 2: a tie between columns 600 (thread 88) and 601 (thread 89, another warp's lane).
+	x[2*Vp+600], x[2*Vp+601] = 7, 7
+	// Row 3: a tie between 513 (thread 1, warp 0) and 1000 (thread 488, warp 15): 513.
+	x[3*Vp+513], x[3*Vp+1000] = 8, 8
+	// Row 4: every logit -Inf: column 0, not the target 5.
+	for j := range V {
+		x[4*Vp+j] = float32(math.Inf(-1))
+	}
+	// Row 5: a tie between 40 (warp 1) and 10 (warp 0): 10, not the target 0.
+	x[5*Vp+40], x[5*Vp+10] = 3, 3
+	logits, tg, hits := be.Alloc(N*Vp), be.AllocInt32(N), be.Alloc(N)
+	be.Upload(logits, x)
+	be.UploadInt32(tg, targets)
+	be.MatchTargets(hits, logits, tg, N, V, Vp)
+	got := make([]float32, N)
+	be.Download(got, hits)
+	if want := []float32{0, 1, 1, 1, 0, 0}; !slices.Equal(got, want) {
+		t.Errorf("hits %v, want %v", got, want)
+	}
+	// Row 0's target is column 3, the first of its tie.
+	targets[0] = 3
+	be.UploadInt32(tg, targets)
+	be.MatchTargets(hits, logits, tg, N, V, Vp)
+	be.Download(got, hits)
+	if got[0] != 1 {
+		t.Errorf("row 0: the first of two equal maxima (column 3) was not chosen")
+	}
 }

@@ -503,12 +503,27 @@ func (m *Model) geluBackward(dinp, inp, dout backend.Buf, N int) {
 }
 
 // countCorrect counts the masked rows whose largest real-vocabulary logit (the first, on a tie)
-// is the target. The logits are read in place where the backend's memory is the host's, else
-// downloaded, M*Vp floats in one transfer (an argmax op would spare a GPU that copy).
+// is the target. The logits are read in place where the backend's memory is the host's; a
+// backend.TargetMatcher (a GPU) compares on the device and the host reads M flags, written over
+// the losses it has already read; any other backend's logits are downloaded, M*Vp floats.
 func (m *Model) countCorrect(M int) int {
 	Vp, V := m.Config.PaddedVocabSize, m.Config.VocabSize
 	var all []float32
-	if h, ok := m.be.(backend.HostMemory); ok {
+	h, inPlace := m.be.(backend.HostMemory)
+	if tm, ok := m.be.(backend.TargetMatcher); ok && !inPlace {
+		hits := m.be.View(m.a.losses, 0, M)
+		tm.MatchTargets(hits, m.a.logits, m.maskTargets, M, V, Vp)
+		flags := m.hostLosses[:M]
+		m.be.Download(flags, hits)
+		correct := 0
+		for _, f := range flags {
+			if f != 0 {
+				correct++
+			}
+		}
+		return correct
+	}
+	if inPlace {
 		all = h.HostFloats(m.a.logits)
 	} else {
 		m.hostLogits = slices.Grow(m.hostLogits[:0], M*Vp)[:M*Vp]

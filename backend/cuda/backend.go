@@ -151,7 +151,7 @@ var kernelTypes = map[string]struct{ perFormat, perPair, single []string }{
 		"attention_backward_dq_hs16", "attention_backward_dq_hs32", "attention_backward_dq_hs48", "attention_backward_dq_hs64",
 		"attention_backward_dkv_hs16", "attention_backward_dkv_hs32", "attention_backward_dkv_hs48", "attention_backward_dkv_hs64",
 		"attention_forward_mm64", "attention_backward_dq_mm64", "attention_backward_dkv_mm64"}},
-	"crossentropy.cu": {perFormat: []string{"crossentropy_forward", "crossentropy_backward", "crossentropy_fused"}},
+	"crossentropy.cu": {perFormat: []string{"crossentropy_forward", "crossentropy_backward", "crossentropy_fused", "match_targets"}},
 	"elementwise.cu": {perFormat: []string{"gelu_forward", "gelu_backward", "gelu_erf_forward", "gelu_erf_backward", "residual_forward", "residual_backward", "adamw", "adamw_all",
 		"sum_squares_partial", "sum_squares_blocks", "column_sum_partial", "column_sum_reduce", "broadcast_rows"},
 		single: []string{"sum_squares_final", "grad_stats", "convert_bf16_fp32", "convert_fp16_fp32", "convert_fp32_bf16", "convert_fp32_fp16"}},

@@ -112,3 +112,60 @@ func BenchmarkClassifier(b *testing.B) {
 		}
 	}
 }
+
+// MatchTargets flags the rows whose first largest real logit is the target, as the CPU's
+// argmax picks it: bf16 logits of 64 levels make ties across threads and warps common, and half
+// the targets are the first column of the row's maximum, half another column that has it too
+// where there is one.
+func TestMatchTargets(t *testing.T) {
+	g := gpu(t, false)
+	c := cpu.New(0)
+	r := &rig{t: t, cpu: c, gpu: g, rng: rand.New(rand.NewPCG(23, 24))}
+	const N, V, Vp = 300, 1000, 1008
+	for _, dt := range []backend.DType{backend.F32, backend.BF16, backend.F16} {
+		if g.CheckDType(dt) != nil {
+			continue
+		}
+		host := make([]float32, N*Vp)
+		for i := range host {
+			host[i] = float32(r.rng.IntN(64)) / 8
+		}
+		logits := &pair{host: host, c: c.AllocDType(N*Vp, dt), g: g.AllocDType(N*Vp, dt)}
+		c.Upload(logits.c, host)
+		g.Upload(logits.g, host)
+		targets, want, ties := make([]int32, N), make([]float32, N), 0
+		for i := range N {
+			row := host[i*Vp : i*Vp+V]
+			first, last := 0, 0
+			for j, v := range row {
+				if v > row[first] {
+					first, last = j, j
+				} else if v == row[first] {
+					last = j
+				}
+			}
+			targets[i] = int32(first)
+			want[i] = 1
+			if i%2 == 1 && last != first {
+				targets[i], want[i] = int32(last), 0
+				ties++
+			}
+		}
+		tg, hits := g.AllocInt32(N), g.Alloc(N)
+		g.UploadInt32(tg, targets)
+		g.MatchTargets(hits, logits.g, tg, N, V, Vp)
+		got := make([]float32, N)
+		g.Download(got, hits)
+		if g.err != nil {
+			t.Fatal(g.err)
+		}
+		for i := range N {
+			if got[i] != want[i] {
+				t.Fatalf("%v row %d: hit %v, want %v (target %d)", dt, i, got[i], want[i], targets[i])
+			}
+		}
+		if ties < N/4 {
+			t.Fatalf("%v: only %d rows test a tie", dt, ties)
+		}
+	}
+}

@@ -499,6 +499,18 @@ func (be *Backend) CrossEntropyBackward(dlogits, logits, lse, targets backend.Bu
 	})
 }
 
+// MatchTargets is backend.TargetMatcher's op (crossentropy.cu's match_targets).
+func (be *Backend) MatchTargets(hits, logits, targets backend.Buf, N, V, Vp int) {
+	if !be.sameFormat("MatchTargets", backend.F32, hits) {
+		return
+	}
+	be.launch("MatchTargets", "match_targets"+formatSuffix(logits.DType()), N, ceThreads, 0, func(k *Kernel) {
+		k.Ptr(ptrOf(hits)).Ptr(ptrOf(logits)).Ptr(ptrOf(targets)).Int(V).Int(Vp)
+	})
+}
+
+var _ backend.TargetMatcher = (*Backend)(nil)
+
 func (be *Backend) CrossEntropyFused(losses, lse, logits, targets backend.Buf, dloss float32, N, V, Vp int) {
 	if !be.sameFormat("CrossEntropyFused", backend.F32, losses, lse) {
 		return

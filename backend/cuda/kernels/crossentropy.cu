@@ -119,6 +119,55 @@ __device__ __forceinline__ void crossentropy_fused_t(float* losses, float* lse, 
     ce_row_grad(x, x, l, target, dloss, V, Vp, vec);
 }
 
+// argmax_better says whether the candidate (v, i) beats (best, bi): a larger value, or the same
+// value at an earlier column; bi < 0 is no candidate yet.
+__device__ __forceinline__ bool argmax_better(float v, int i, float best, int bi) {
+    return i >= 0 && (bi < 0 || v > best || (v == best && i < bi));
+}
+
+// match_targets: hits[row] = 1 where the first largest of the row's first V logits is at column
+// targets[row], else 0, as the CPU counts a masked-token prediction (first column on a tie; rows
+// with NaN may differ). One block per row; the host then reads N floats, not N*Vp logits.
+template <typename X>
+__device__ __forceinline__ void match_targets_t(float* hits, const X* logits, const int* targets, int V, int Vp) {
+    __shared__ float rv[32];
+    __shared__ int ri[32];
+    int row = blockIdx.x;
+    const X* x = logits + (long)row * Vp;
+    float best = 0;
+    int bi = -1;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) { // columns in increasing order: the first of a tie stays
+        float v = ld(x + j);
+        if (bi < 0 || v > best) {
+            best = v;
+            bi = j;
+        }
+    }
+    for (int o = WARP / 2; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (argmax_better(ov, oi, best, bi)) {
+            best = ov;
+            bi = oi;
+        }
+    }
+    int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    if (lane == 0) {
+        rv[w] = best;
+        ri[w] = bi;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int i = 1; i < nw; i++) {
+            if (argmax_better(rv[i], ri[i], best, bi)) {
+                best = rv[i];
+                bi = ri[i];
+            }
+        }
+        hits[row] = bi == targets[row] ? 1.0f : 0.0f;
+    }
+}
+
 #define CROSSENTROPY_KERNELS(X, S)                                                                                   \
     extern "C" __global__ void crossentropy_forward##S(float* losses, float* lse, const X* logits, const int* targets, \
                                                        int V, int Vp, int vec) {                                    \
@@ -131,5 +180,8 @@ __device__ __forceinline__ void crossentropy_fused_t(float* losses, float* lse, 
     extern "C" __global__ void crossentropy_fused##S(float* losses, float* lse, X* logits, const int* targets,       \
                                                      float dloss, int V, int Vp, int vec) {                         \
         crossentropy_fused_t(losses, lse, logits, targets, dloss, V, Vp, vec);                                       \
+    }                                                                                                                \
+    extern "C" __global__ void match_targets##S(float* hits, const X* logits, const int* targets, int V, int Vp) {   \
+        match_targets_t(hits, logits, targets, V, Vp);                                                               \
     }
 X_VARIANTS(CROSSENTROPY_KERNELS)
