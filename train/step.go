@@ -81,7 +81,8 @@ func (t *Trainer) hostWork(step int) (eval, hellaswag, sample, ckpt bool) {
 	last := step == cfg.Steps || step == t.opts.StopAt
 	eval = t.val != nil && (step%cfg.EvalEvery == 0 || last)
 	hellaswag = t.hellaswag != nil && (step%cfg.HellaSwagEvery == 0 || last)
-	sample = cfg.SampleTokens > 0 && ((cfg.SampleEvery > 0 && step%cfg.SampleEvery == 0) || last)
+	// Only a GPT-2 samples text (t.sample); a BERT step must not end the pipeline for nothing.
+	sample = t.model != nil && cfg.SampleTokens > 0 && ((cfg.SampleEvery > 0 && step%cfg.SampleEvery == 0) || last)
 	ckpt = (cfg.CkptEvery > 0 && step%cfg.CkptEvery == 0) || last
 	return eval, hellaswag, sample, ckpt
 }

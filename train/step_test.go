@@ -14,6 +14,7 @@ import (
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/backend/cpu"
 	"github.com/gpt2go/gpt2go/checkpoint"
+	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/internal/graphrec"
 )
 
@@ -271,5 +272,21 @@ func TestPipelinedNonFiniteStops(t *testing.T) {
 	entries, _ := checkpoint.List(dir)
 	if len(entries) != 1 || entries[0].Step != 0 {
 		t.Fatalf("checkpoints after NaN stop: %+v, want only step 0", entries)
+	}
+}
+
+// Only a GPT-2 samples text: a BERT run's sample steps do no host work, so they do not end the
+// pipeline (or, data-parallel, meet in a barrier) for nothing.
+func TestHostWorkSamplesOnlyGPT(t *testing.T) {
+	tr := &Trainer{cfg: Config{Steps: 10, SampleEvery: 5, SampleTokens: 16}}
+	if _, _, sample, _ := tr.hostWork(5); sample {
+		t.Error("a run without a GPT-2 model samples at step 5")
+	}
+	tr.model = &gpt.Model{}
+	if _, _, sample, _ := tr.hostWork(5); !sample {
+		t.Error("a GPT-2 run does not sample at step 5")
+	}
+	if _, _, sample, _ := tr.hostWork(4); sample {
+		t.Error("a GPT-2 run samples at step 4 with --sample-every 5")
 	}
 }

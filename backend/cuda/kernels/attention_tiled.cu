@@ -579,6 +579,9 @@ __device__ __forceinline__ void att_backward_dkv_mm64(ATT_BWD_ARGS(X)) {
         mm_cols<HS>(dv, Ps, Os, ty, tx);
         mm_cols<HS>(dk, Ss, Qs, ty, tx);
     }
+    // A key tile no query sees (all padding) skips the loop: its K and V copies must still land
+    // before the block exits and its shared memory goes to another block.
+    att_loaded();
     X* dst = dqkv + (long)b * T * rs + h * HS;
     att_store_rows(dst + C, dk, scale, rs, kt * ATT_TILE, T, ty, tx);
     att_store_rows(dst + 2 * C, dv, 1.0f, rs, kt * ATT_TILE, T, ty, tx);

@@ -128,8 +128,10 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // Attention masks (backend.AttentionMask), shared by attention.cu and attention_tiled.cu: lengths
 // (B) holds each sequence's unpadded length, or is null (every sequence is T long); causal is 0
-// or 1. att_seq_len is sequence b's length.
-__device__ __forceinline__ int att_seq_len(const int* lengths, int b, int T) { return lengths ? lengths[b] : T; }
+// or 1. att_seq_len is sequence b's length; a length past T is taken as T, so that a bad length
+// cannot make a kernel read past its sequence (or the buffer); callers validate lengths (the
+// CPU panics on them).
+__device__ __forceinline__ int att_seq_len(const int* lengths, int b, int T) { return lengths ? min(lengths[b], T) : T; }
 
 // att_key_end: query t of a sequence of length len sees the keys [0, att_key_end).
 __device__ __forceinline__ int att_key_end(int t, int len, int causal) { return causal ? min(t + 1, len) : len; }
