@@ -23,22 +23,7 @@ func TestGeluFusion(t *testing.T) {
 		if g.CheckDType(dt) != nil {
 			continue
 		}
-		name := dt.String()
-		inp, w, b := r.randAs(N*C, 1, dt), r.randAs(OC*C, 0.2, dt), r.randAs(OC, 0.5, dt)
-		out, pre := r.randAs(N*OC, 1, dt), r.randAs(N*OC, 1, dt)
-		c.MatmulGeluForward(out.c, pre.c, inp.c, w.c, b.c, N, C, OC)
-		g.MatmulGeluForward(out.g, pre.g, inp.g, w.g, b.g, N, C, OC)
-		r.check(name+" MatmulGeluForward pre", pre, tol16(dt))
-		r.check(name+" MatmulGeluForward out", out, tol16(dt))
-
-		// The MLP's second matmul: (N,OC) gelu output -> (N,C), backward through the GELU.
-		w2, dout := r.randAs(C*OC, 0.2, dt), r.randAs(N*C, 1, dt)
-		dinp, dw, db := r.randAs(N*OC, 1, dt), r.rand(C*OC, 1), r.rand(C, 1)
-		c.MatmulBackwardGelu(dinp.c, dw.c, db.c, dout.c, out.c, w2.c, pre.c, N, OC, C)
-		g.MatmulBackwardGelu(dinp.g, dw.g, db.g, dout.g, out.g, w2.g, pre.g, N, OC, C)
-		r.check(name+" MatmulBackwardGelu dinp", dinp, 2*tol16(dt))
-		r.check(name+" MatmulBackwardGelu dweight", dw, tol16(dt))
-		r.check(name+" MatmulBackwardGelu dbias", db, tol16(dt))
+		r.checkMLPGelu(dt.String(), dt, N, C, OC)
 
 		fused := map[GeluEpilogue]bool{}
 		for k := range g.blas.plans {
@@ -48,7 +33,7 @@ func TestGeluFusion(t *testing.T) {
 		}
 		want := dt != backend.F32
 		if fused[GeluForward] != want || fused[GeluBackward] != want {
-			t.Errorf("%s: fused forward %v, backward %v; want %v", name, fused[GeluForward], fused[GeluBackward], want)
+			t.Errorf("%v: fused forward %v, backward %v; want %v", dt, fused[GeluForward], fused[GeluBackward], want)
 		}
 	}
 	// A leading dimension that is not a multiple of 8 runs unfused, with the same results.
@@ -76,20 +61,11 @@ func TestMatmulEpilogueFallbacks(t *testing.T) {
 		}
 		name := dt.String() + " without epilogues"
 		inp, w, b := r.randAs(N*C, 1, dt), r.randAs(OC*C, 0.2, dt), r.randAs(OC, 0.5, dt)
-		out, pre := r.randAs(N*OC, 1, dt), r.randAs(N*OC, 1, dt)
+		out := r.randAs(N*OC, 1, dt)
 		c.MatmulForward(out.c, inp.c, w.c, b.c, N, C, OC)
 		g.MatmulForward(out.g, inp.g, w.g, b.g, N, C, OC)
 		r.check(name+" MatmulForward (bias)", out, tol16(dt))
-		c.MatmulGeluForward(out.c, pre.c, inp.c, w.c, b.c, N, C, OC)
-		g.MatmulGeluForward(out.g, pre.g, inp.g, w.g, b.g, N, C, OC)
-		r.check(name+" MatmulGeluForward pre", pre, tol16(dt))
-		r.check(name+" MatmulGeluForward out", out, tol16(dt))
-		w2, dout := r.randAs(C*OC, 0.2, dt), r.randAs(N*C, 1, dt)
-		dinp, dw, db := r.randAs(N*OC, 1, dt), r.rand(C*OC, 1), r.rand(C, 1)
-		c.MatmulBackwardGelu(dinp.c, dw.c, db.c, dout.c, out.c, w2.c, pre.c, N, OC, C)
-		g.MatmulBackwardGelu(dinp.g, dw.g, db.g, dout.g, out.g, w2.g, pre.g, N, OC, C)
-		r.check(name+" MatmulBackwardGelu dinp", dinp, 2*tol16(dt))
-		r.check(name+" MatmulBackwardGelu dweight", dw, tol16(dt))
+		r.checkMLPGelu(name, dt, N, C, OC)
 		if err := g.err; err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -99,4 +75,25 @@ func TestMatmulEpilogueFallbacks(t *testing.T) {
 			t.Errorf("a plan with an epilogue was made: %v", k)
 		}
 	}
+}
+
+// checkMLPGelu runs the MLP's matmul+GELU pair on random operands in format dt on both backends
+// and compares them: MatmulGeluForward (N,C) -> (N,OC) and, for a second matmul (N,OC) -> (N,C),
+// MatmulBackwardGelu through the GELU, within the format's tol16 (the epilogue rounds once less
+// than the CPU's composition).
+func (r *rig) checkMLPGelu(name string, dt backend.DType, N, C, OC int) {
+	c, g := r.cpu, r.gpu
+	inp, w, b := r.randAs(N*C, 1, dt), r.randAs(OC*C, 0.2, dt), r.randAs(OC, 0.5, dt)
+	out, pre := r.randAs(N*OC, 1, dt), r.randAs(N*OC, 1, dt)
+	c.MatmulGeluForward(out.c, pre.c, inp.c, w.c, b.c, N, C, OC)
+	g.MatmulGeluForward(out.g, pre.g, inp.g, w.g, b.g, N, C, OC)
+	r.check(name+" MatmulGeluForward pre", pre, tol16(dt))
+	r.check(name+" MatmulGeluForward out", out, tol16(dt))
+	w2, dout := r.randAs(C*OC, 0.2, dt), r.randAs(N*C, 1, dt)
+	dinp, dw, db := r.randAs(N*OC, 1, dt), r.rand(C*OC, 1), r.rand(C, 1)
+	c.MatmulBackwardGelu(dinp.c, dw.c, db.c, dout.c, out.c, w2.c, pre.c, N, OC, C)
+	g.MatmulBackwardGelu(dinp.g, dw.g, db.g, dout.g, out.g, w2.g, pre.g, N, OC, C)
+	r.check(name+" MatmulBackwardGelu dinp", dinp, 2*tol16(dt))
+	r.check(name+" MatmulBackwardGelu dweight", dw, tol16(dt))
+	r.check(name+" MatmulBackwardGelu dbias", db, tol16(dt))
 }
