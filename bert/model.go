@@ -126,11 +126,13 @@ func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.Precision
 			return nil, err
 		}
 	}
-	newTrainable := func() (gpt.Trainable, error) { return gpt.NewTrainable(be, cfg.ParamSpecs(), prec, par) }
+	var tr gpt.Trainable
+	var err error
 	if frozen {
-		newTrainable = func() (gpt.Trainable, error) { return gpt.NewFrozen(be, cfg.ParamSpecs(), prec) }
+		tr, err = gpt.NewFrozen(be, cfg.ParamSpecs(), prec)
+	} else {
+		tr, err = gpt.NewTrainable(be, cfg.ParamSpecs(), prec, par)
 	}
-	tr, err := newTrainable()
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +233,8 @@ func (c Config) memoryPlan(B, T int, prec gpt.Precision, par gpt.Parallel, froze
 	// buffers, the logits, and the backward scratch dx, dres, datty, dqkv, dfch, dfchGelu
 	// (14*BT*C); in fp32 the embedding and head LayerNorms' statistics (4*BT), lse and losses
 	// (2*BT).
-	once, onceStats := 2*BT*C+4*BT*C+BT*Vp+14*BT*C, 6*BT
+	scratch := 14 * BT * C
+	once, onceStats := 2*BT*C+4*BT*C+BT*Vp+scratch, 6*BT
 	if c.TypeVocabSize > 0 {
 		once += 2 * BT * C
 	}
@@ -240,7 +243,7 @@ func (c Config) memoryPlan(B, T int, prec gpt.Precision, par gpt.Parallel, froze
 	}
 	plan := gpt.TrainableMemoryPlan(n, prec, par, sizeOf)
 	if frozen {
-		plan, once = gpt.FrozenMemoryPlan(n, prec, sizeOf), once-14*BT*C
+		plan, once = gpt.FrozenMemoryPlan(n, prec, sizeOf), once-scratch
 	}
 	return append(plan,
 		backend.MemoryItem{Name: "activations", Bytes: act*(L*perLayer+once) + f32*(L*perLayerStats+onceStats)},

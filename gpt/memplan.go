@@ -47,11 +47,12 @@ func (c Config) memoryPlan(B, T int, prec Precision, par Parallel, frozen bool, 
 	// backward scratch dresidual, dlnf, dln1, datty, dln2 (5*BT*C), dqkv (3*BT*C) and dfch
 	// (4*BT*C: MatmulBackwardGelu writes the gradient through the GELU directly); in fp32 the
 	// final layernorm's statistics (2*BT), the logits' lse and the losses (2*BT).
-	once := 2*BT*C + BT*Vp + 5*BT*C + 3*BT*C + 4*BT*C
+	scratch := 5*BT*C + 3*BT*C + 4*BT*C
+	once := 2*BT*C + BT*Vp + scratch
 	onceStats := 2*BT + 2*BT
 	plan := TrainableMemoryPlan(n, prec, par, sizeOf)
 	if frozen { // one layer's activations, no backward scratch
-		L, once = 1, 2*BT*C+BT*Vp
+		L, once = 1, once-scratch
 		plan = FrozenMemoryPlan(n, prec, sizeOf)
 	}
 	return append(plan,

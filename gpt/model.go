@@ -197,13 +197,13 @@ func (m *Model) actsFor(B, T int) *acts {
 	L, C, NH, Vp := c.NumLayers, c.Channels, c.NumHeads, c.PaddedVocabSize
 	BT := B * T
 	layers := func(buf backend.Buf, size int) []backend.Buf {
+		stride := size
+		if m.frozen { // one layer's buffers for all: layer l reads only layer l-1's output
+			stride = 0
+		}
 		out := make([]backend.Buf, L)
 		for l := range L {
-			if m.frozen { // one layer's buffers for all: layer l reads only layer l-1's output
-				out[l] = be.View(buf, 0, size)
-			} else {
-				out[l] = be.View(buf, l*size, size)
-			}
+			out[l] = be.View(buf, l*stride, size)
 		}
 		return out
 	}
