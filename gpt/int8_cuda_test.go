@@ -59,3 +59,6 @@ func TestCUDAInt8TracksCPU(t *testing.T) {
 		t.Fatalf("the GPU's int8 logits are %.3g from the CPU's (relative L2); int8 itself moves them %.3g", backends, quantization)
 	}
 }
+
+// TestNewInferenceInt8's checks on the GPU: the same bits as QuantizeInt8's model.
+func TestCUDANewInferenceInt8(t *testing.T) { testNewInferenceInt8(t, cudaBackend(t)) }

@@ -3,6 +3,8 @@ package gpt_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -100,5 +102,98 @@ func testQuantizeInt8(t *testing.T, be backend.Backend, perRow int64) {
 				}
 			}
 		}
+	}
+}
+
+// TestNewInferenceInt8 on the CPU; gpt/int8_cuda_test.go runs it on a GPU.
+func TestNewInferenceInt8(t *testing.T) { testNewInferenceInt8(t, cpu.New(0)) }
+
+// testNewInferenceInt8: NewInferenceInt8 gives the bits of NewInference + SetParams +
+// QuantizeInt8 (losses, every logit, an attention map, greedy cached generation) in fp32 and
+// bf16, at the planned shape and a smaller one, with the same Int8Stats and without the float
+// matmul weights in Params; it refuses a wrong parameter count and backward.
+func testNewInferenceInt8(t *testing.T, be backend.Backend) {
+	cfg := kvConfig
+	const B, T = 3, 24
+	for _, prec := range []gpt.Precision{{}, {Compute: backend.BF16}} {
+		m := randomModel(t, be, cfg, B, T, prec)
+		params := make([]float32, m.Params.Len())
+		be.Download(params, m.Params)
+		ref := inferenceTwin(t, m, B, T)
+		wantSt, err := ref.QuantizeInt8()
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, st, err := gpt.NewInferenceInt8(be, cfg, B, T, prec, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st != wantSt || !q.IsInt8() || !q.Frozen() {
+			t.Errorf("%v: stats %+v (int8 %v, frozen %v), QuantizeInt8's %+v", prec, st, q.IsInt8(), q.Frozen(), wantSt)
+		}
+		L, C := cfg.NumLayers, cfg.Channels
+		if got, want := q.Params.Len(), cfg.NumParams()-L*12*C*C; got != want {
+			t.Errorf("%v: Params holds %d values, want %d (no matmul weights)", prec, got, want)
+		}
+		rng := rand.New(rand.NewPCG(9, 10))
+		for _, bt := range [][2]int{{B, T}, {2, 7}} {
+			b, tt := bt[0], bt[1]
+			inputs, targets := make([]int32, b*tt), make([]int32, b*tt)
+			for i := range inputs {
+				inputs[i], targets[i] = rng.Int32N(int32(cfg.VocabSize)), rng.Int32N(int32(cfg.VocabSize))
+			}
+			want, err := ref.Forward(inputs, targets, b, tt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := q.Forward(inputs, targets, b, tt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("%v (%d,%d): loss %v, QuantizeInt8's %v", prec, b, tt, got, want)
+			}
+			wantRow, gotRow := make([]float32, cfg.PaddedVocabSize), make([]float32, cfg.PaddedVocabSize)
+			for i := range b * tt {
+				ref.LogitsRow(wantRow, i/tt, i%tt)
+				q.LogitsRow(gotRow, i/tt, i%tt)
+				if !slices.Equal(gotRow, wantRow) {
+					t.Fatalf("%v (%d,%d): logits of row %d differ", prec, b, tt, i)
+				}
+			}
+		}
+		tokens := []int32{3, 17, 9, 42, 0, 42, 7, 10, 17}
+		wantMap, err := ref.Attention(tokens, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotMap, err := q.Attention(tokens, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(gotMap.Probs, wantMap.Probs) {
+			t.Errorf("%v: the attention map differs", prec)
+		}
+		opts := gpt.SampleOptions{Tokens: 12, Temperature: 0, Seed: 1, Context: T}
+		want, err := ref.Generate(tokens[:3], opts, func(int32) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := q.Generate(tokens[:3], opts, func(int32) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%v: greedy generation %v, QuantizeInt8's %v", prec, got, want)
+		}
+		if err := q.Backward(1); err == nil {
+			t.Errorf("%v: backward on an int8 model did not fail", prec)
+		}
+		if _, err := q.QuantizeInt8(); err == nil {
+			t.Errorf("%v: quantizing NewInferenceInt8's model again did not fail", prec)
+		}
+	}
+	if _, _, err := gpt.NewInferenceInt8(be, cfg, B, T, gpt.Precision{}, make([]float32, cfg.NumParams()-1)); err == nil || !strings.Contains(err.Error(), "parameter count") {
+		t.Errorf("a short parameter array: %v, want a count mismatch", err)
 	}
 }

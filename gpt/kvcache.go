@@ -159,12 +159,12 @@ func (kc *KVCache) forward(tokens []int32, Tnew int, lastLogits bool) {
 	// Only the last position's logits are needed: with one position per sequence its rows are ln
 	// itself, else each sequence's last row takes its own matrix-vector product.
 	if Tnew == 1 {
-		m.matmulForward(view(kc.logits, B*Vp), ln, p.wte, nil, B, C, Vp)
+		m.matmulForward(view(kc.logits, B*Vp), ln, p.head, nil, B, C, Vp)
 		return
 	}
 	for b := range B {
 		last := be.View(kc.ln, (b*Tnew+Tnew-1)*C, C)
-		m.matmulForward(kc.logitRows[b], last, p.wte, nil, 1, C, Vp)
+		m.matmulForward(kc.logitRows[b], last, p.head, nil, 1, C, Vp)
 	}
 }
 

@@ -21,19 +21,26 @@ func (c Config) PrecisionMemoryPlan(B, T int, prec Precision) []backend.MemoryIt
 // ZeRO-1 keeps 1/Shards of the AdamW moments (and pads the parameters and gradients to equal
 // shards), SeparateAccum adds a second gradient buffer.
 func (c Config) ParallelMemoryPlan(B, T int, prec Precision, par Parallel) []backend.MemoryItem {
-	return c.memoryPlan(B, T, prec, par, false, nativeSize)
+	return c.memoryPlan(B, T, prec, par, trainableModel, nativeSize)
 }
 
 // InferenceMemoryPlan is PrecisionMemoryPlan for NewInference's model: parameters without
 // gradients or moments, and one layer's activations, which every layer reuses.
 func (c Config) InferenceMemoryPlan(B, T int, prec Precision) []backend.MemoryItem {
-	return c.memoryPlan(B, T, prec, Parallel{}, true, nativeSize)
+	return c.memoryPlan(B, T, prec, Parallel{}, inferenceModel, nativeSize)
+}
+
+// Int8InferenceMemoryPlan is InferenceMemoryPlan for NewInferenceInt8's model: the parameters
+// without the fp32 matmul weights, their int8 copies (int8PlanBytes) and the staging buffer
+// they were quantized through.
+func (c Config) Int8InferenceMemoryPlan(B, T int, prec Precision) []backend.MemoryItem {
+	return c.memoryPlan(B, T, prec, Parallel{}, int8Model, nativeSize)
 }
 
 func nativeSize(dt backend.DType) int64 { return int64(dt.Bytes()) }
 
 // memoryPlan is the plan with sizeOf(dt) bytes per element of dt.
-func (c Config) memoryPlan(B, T int, prec Precision, par Parallel, frozen bool, sizeOf func(backend.DType) int64) []backend.MemoryItem {
+func (c Config) memoryPlan(B, T int, prec Precision, par Parallel, kind modelKind, sizeOf func(backend.DType) int64) []backend.MemoryItem {
 	L, C, NH, Vp := int64(c.NumLayers), int64(c.Channels), int64(c.NumHeads), int64(c.PaddedVocabSize)
 	BT := int64(B) * int64(T)
 	n := int64(c.NumParams())
@@ -51,9 +58,23 @@ func (c Config) memoryPlan(B, T int, prec Precision, par Parallel, frozen bool, 
 	once := 2*BT*C + BT*Vp + scratch
 	onceStats := 2*BT + 2*BT
 	plan := TrainableMemoryPlan(n, prec, par, sizeOf)
-	if frozen { // one layer's activations, no backward scratch
+	switch kind {
+	case inferenceModel: // one layer's activations, no backward scratch
 		L, once = 1, once-scratch
 		plan = FrozenMemoryPlan(n, prec, sizeOf)
+	case int8Model:
+		L, once = 1, once-scratch
+		var matmul, int8 int64
+		for _, s := range c.ParamSpecs() {
+			if rows, ok := int8Rows(s.Name, c.Channels); ok {
+				matmul += int64(s.Size())
+				int8 += int64(c.NumLayers) * int8PlanBytes(int64(rows), int64(s.Size()/c.NumLayers/rows))
+			}
+		}
+		int8 += int8PlanBytes(Vp, C) // the LM head's copy of wte
+		plan = append(FrozenMemoryPlan(n-matmul, prec, sizeOf),
+			backend.MemoryItem{Name: "int8 matmul weights", Bytes: int8},
+			backend.MemoryItem{Name: "int8 staging", Bytes: act * int64(int8StagingLen(c))})
 	}
 	return append(plan,
 		backend.MemoryItem{Name: "activations", Bytes: act*(L*perLayer+once) + f32*(L*perLayerStats+onceStats)},

@@ -23,6 +23,13 @@ func (c *counting) AllocInt32(n int) backend.Buf {
 	c.bytes += 4 * int64(n)
 	return c.Backend.AllocInt32(n)
 }
+func (c *counting) QuantizeInt8(w backend.Buf, OC, C int) (backend.Buf, error) {
+	q, err := c.Backend.QuantizeInt8(w, OC, C)
+	if err == nil {
+		c.bytes += q.(interface{ Bytes() int64 }).Bytes()
+	}
+	return q, err
+}
 func (c *counting) CheckMemory(plan []backend.MemoryItem) error {
 	c.checked = plan
 	if c.refuse {
@@ -98,5 +105,35 @@ func TestInferenceMemoryPlan(t *testing.T) {
 	t.Logf("GPT-2 124M at B=8 T=1024: inference %.2f GB, trainable %.2f GB", float64(inf)/1e9, float64(full)/1e9)
 	if inf*10 > full*3 {
 		t.Errorf("inference plan %d bytes, more than 30%% of the trainable %d", inf, full)
+	}
+}
+
+// NewInferenceInt8's plan is what it allocates (int8 rows padded to 64 bytes on the CPU, so C=60
+// tests the padding), and for GPT-2 124M sampling (B=1 T=1) it is under 60% of NewInference's:
+// the fp32 matmul weights are not kept beside their int8 copies.
+func TestInt8InferenceMemoryPlan(t *testing.T) {
+	cfg := gpt.Config{BlockSize: 64, VocabSize: 101, PaddedVocabSize: 128, NumLayers: 3, NumHeads: 3, Channels: 60}
+	for _, bt := range [][2]int{{1, 1}, {3, 11}, {4, cfg.BlockSize}} {
+		be := &counting{Backend: cpu.New(1)}
+		if _, _, err := gpt.NewInferenceInt8(be, cfg, bt[0], bt[1], gpt.Precision{}, make([]float32, cfg.NumParams())); err != nil {
+			t.Fatal(err)
+		}
+		plan := cfg.Int8InferenceMemoryPlan(bt[0], bt[1], gpt.Precision{})
+		if got := gpt.PlanBytes(plan); got != be.bytes || gpt.PlanBytes(be.checked) != got {
+			t.Errorf("B=%d T=%d: plan says %d bytes, NewInferenceInt8 allocated %d and checked %d", bt[0], bt[1], got, be.bytes, gpt.PlanBytes(be.checked))
+		}
+	}
+	be := &counting{Backend: cpu.New(1), refuse: true}
+	if _, _, err := gpt.NewInferenceInt8(be, cfg, 2, 16, gpt.Precision{}, make([]float32, cfg.NumParams())); err == nil || be.bytes != 0 {
+		t.Errorf("a refused plan must stop NewInferenceInt8 before it allocates (err %v, %d bytes allocated)", err, be.bytes)
+	}
+	gpt2, err := gpt.Preset("gpt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, f := gpt.PlanBytes(gpt2.Int8InferenceMemoryPlan(1, 1, gpt.Precision{})), gpt.PlanBytes(gpt2.InferenceMemoryPlan(1, 1, gpt.Precision{}))
+	t.Logf("GPT-2 124M at B=1 T=1: int8 %.1f MB, fp32 %.1f MB", float64(q)/1e6, float64(f)/1e6)
+	if q*10 > f*6 {
+		t.Errorf("int8 plan %d bytes, more than 60%% of fp32's %d", q, f)
 	}
 }

@@ -33,14 +33,15 @@ type Model struct {
 	// already hold dlogits for it; NaN after a plain Forward.
 	fusedScale float32
 	lossHost   []float32
-	genCache   *KVCache                    // generation's key/value cache, made by the first Generate (sample.go)
-	int8       map[backend.Buf]backend.Buf // an int8 model's weight copies, by fp32 weight (int8.go)
-	peek       *qkvPeek                    // Attention's request for a layer's qkv (attnmap.go)
+	genCache   *KVCache // generation's key/value cache, made by the first Generate (sample.go)
+	int8       bool     // an int8 inference model: fwd's matmul weights are int8 (int8.go)
+	peek       *qkvPeek // Attention's request for a layer's qkv (attnmap.go)
 }
 
 // paramViews are named views into a flat parameter (or gradient) buffer.
 type paramViews struct {
 	wte, wpe                                   backend.Buf // (Vp,C), (maxT,C)
+	head                                       backend.Buf // the LM head's weight: wte, or its int8 copy (int8.go)
 	ln1w, ln1b, qkvw, qkvb, attprojw, attprojb []backend.Buf
 	ln2w, ln2b, fcw, fcb, fcprojw, fcprojb     []backend.Buf
 	lnfw, lnfb                                 backend.Buf // (C)
@@ -82,7 +83,7 @@ func NewWithPrecision(be backend.Backend, cfg Config, maxB, maxT int, prec Preci
 // NewParallel is NewWithPrecision with the buffer layout par asks for data-parallel training
 // (see Parallel).
 func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, par Parallel) (*Model, error) {
-	return newModel(be, cfg, maxB, maxT, prec, par, false)
+	return newModel(be, cfg, maxB, maxT, prec, par, trainableModel)
 }
 
 // NewInference is NewWithPrecision for a model that only runs forward: sampling, evaluation,
@@ -90,10 +91,20 @@ func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision,
 // layers take turns in one layer's activation buffers, so it needs about a quarter of the
 // parameter memory and 1/L of the activations; Backward refuses to run.
 func NewInference(be backend.Backend, cfg Config, maxB, maxT int, prec Precision) (*Model, error) {
-	return newModel(be, cfg, maxB, maxT, prec, Parallel{}, true)
+	return newModel(be, cfg, maxB, maxT, prec, Parallel{}, inferenceModel)
 }
 
-func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, par Parallel, frozen bool) (*Model, error) {
+// modelKind is what a model is built for: training (every buffer), inference (NewInference) or
+// int8 inference (NewInferenceInt8: NewInference without the fp32 matmul weights).
+type modelKind int
+
+const (
+	trainableModel modelKind = iota
+	inferenceModel
+	int8Model
+)
+
+func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, par Parallel, kind modelKind) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -110,18 +121,31 @@ func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, pa
 		return nil, err
 	}
 	if mc, ok := be.(backend.MemoryChecker); ok {
-		plan := cfg.memoryPlan(maxB, maxT, prec, par, frozen, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
+		plan := cfg.memoryPlan(maxB, maxT, prec, par, kind, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
 		if err := mc.CheckMemory(plan); err != nil {
 			return nil, err
 		}
 	}
-	tr, err := newTrainable(be, cfg.ParamSpecs(), prec, par, frozen)
+	var tr Trainable
+	var err error
+	switch specs := cfg.ParamSpecs(); kind {
+	case trainableModel:
+		tr, err = newTrainable(be, specs, prec, par, false, nil)
+	case inferenceModel:
+		tr, err = NewFrozen(be, specs, prec)
+	case int8Model:
+		omit := make([]bool, len(specs))
+		for i, s := range specs {
+			_, omit[i] = int8Rows(s.Name, cfg.Channels)
+		}
+		tr, err = NewFrozenWithout(be, specs, prec, omit)
+	}
 	if err != nil {
 		return nil, err
 	}
 	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, Trainable: tr, views: map[[2]int]*acts{}}
 	m.params, m.fwd = m.paramViews(m.Params), m.paramViews(m.Compute())
-	if !frozen {
+	if kind == trainableModel {
 		m.grads = m.paramViews(m.Grads)
 	}
 	if par.SeparateAccum {
@@ -167,15 +191,14 @@ func (m *Model) allocActs() {
 func (m *Model) paramViews(flat backend.Buf) paramViews {
 	var v paramViews
 	L := m.Config.NumLayers
-	whole := make([]backend.Buf, len(m.specs))
-	for i, s := range m.specs {
-		whole[i] = m.be.View(flat, m.offsets[i], s.Size())
-	}
+	whole := m.TensorViews(flat)
 	perLayer := func(i int) []backend.Buf {
 		size := m.specs[i].Size() / L
 		out := make([]backend.Buf, L)
 		for l := range L {
-			out[l] = m.be.View(flat, m.offsets[i]+l*size, size)
+			if !m.Omitted(i) { // an int8 model's matmul weights stay nil until NewInferenceInt8 sets them
+				out[l] = m.be.View(flat, m.offsets[i]+l*size, size)
+			}
 		}
 		return out
 	}
@@ -184,8 +207,14 @@ func (m *Model) paramViews(flat backend.Buf) paramViews {
 	v.attprojw, v.attprojb, v.ln2w, v.ln2b = perLayer(6), perLayer(7), perLayer(8), perLayer(9)
 	v.fcw, v.fcb, v.fcprojw, v.fcprojb = perLayer(10), perLayer(11), perLayer(12), perLayer(13)
 	v.lnfw, v.lnfb = whole[14], whole[15]
+	v.head = v.wte
 	v.all = whole
 	return v
+}
+
+// byIndex is the per-layer views of the layers' tensor at spec index i (qkvw is 4).
+func (v *paramViews) byIndex(i int) []backend.Buf {
+	return [][]backend.Buf{2: v.ln1w, v.ln1b, v.qkvw, v.qkvb, v.attprojw, v.attprojb, v.ln2w, v.ln2b, v.fcw, v.fcb, v.fcprojw, v.fcprojb}[i]
 }
 
 // actsFor returns the activation views for a (B,T) batch, building them on first use.
@@ -249,6 +278,9 @@ func (m *Model) InitGPT2(seed uint64) {
 	const chunk = 1 << 20
 	buf := make([]float32, min(chunk, c.NumParams()))
 	for i, s := range m.specs {
+		if m.Omitted(i) { // an int8 model's matmul weights: not in Params
+			continue
+		}
 		value := func(int) float32 { return 0 } // biases
 		switch s.Name {
 		case "ln1w", "ln2w", "lnfw":
@@ -413,7 +445,7 @@ func (m *Model) forwardBatch(lossScale float32) error {
 		}
 		endLayer()
 	}
-	m.matmulForward(a.logits, a.lnf, p.wte, nil, BT, C, Vp) // LM head tied to wte
+	m.matmulForward(a.logits, a.lnf, p.head, nil, BT, C, Vp) // LM head tied to wte
 	if !m.curTargets {
 		return nil
 	}
@@ -460,7 +492,7 @@ func (m *Model) backward(lossScale float32, g *paramViews) error {
 	if a == nil {
 		return fmt.Errorf("backward called before a forward pass with targets")
 	}
-	if m.int8 != nil {
+	if m.int8 {
 		return fmt.Errorf("backward: an int8 model is for inference only")
 	}
 	c, be, p := m.Config, m.be, &m.fwd

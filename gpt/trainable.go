@@ -30,7 +30,9 @@ type Trainable struct {
 	stepHost              [backend.AdamWStepLen + backend.SeedLen]float32
 	segs                  []backend.AdamWSegment
 	prec                  Precision
-	frozen                bool // NewFrozen: parameters only, for forward passes
+	frozen                bool   // NewFrozen: parameters only, for forward passes
+	omit                  []bool // NewFrozenWithout: the tensors left out of the flat buffers
+	numParams             int    // parameters of all the specs, the omitted ones included
 	compute               backend.Buf
 	specs                 []ParamSpec
 	offsets               []int // start of each spec in the flat buffers
@@ -47,7 +49,7 @@ type Trainable struct {
 // storage plan prec and the data-parallel layout par. Parameters, gradients and moments start
 // at zero.
 func NewTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Parallel) (Trainable, error) {
-	return newTrainable(be, specs, prec, par, false)
+	return newTrainable(be, specs, prec, par, false, nil)
 }
 
 // NewFrozen allocates the parameters of a model that only runs forward (sampling, evaluation,
@@ -55,10 +57,20 @@ func NewTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Par
 // gradients and no AdamW moments, a quarter of NewTrainable's bytes in fp32. RunBackward refuses
 // to run on it; the update, gradient-norm and moment methods must not be called.
 func NewFrozen(be backend.Backend, specs []ParamSpec, prec Precision) (Trainable, error) {
-	return newTrainable(be, specs, prec, Parallel{}, true)
+	return newTrainable(be, specs, prec, Parallel{}, true, nil)
 }
 
-func newTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Parallel, frozen bool) (Trainable, error) {
+// NewFrozenWithout is NewFrozen for a model that keeps some tensors elsewhere (an int8 model, its
+// matmul weights): the specs[i] with omit[i] take no room in Params or Compute, their views are
+// nil (TensorViews), and SetParams, which still takes all the specs' values, skips theirs.
+func NewFrozenWithout(be backend.Backend, specs []ParamSpec, prec Precision, omit []bool) (Trainable, error) {
+	if len(omit) != len(specs) {
+		return Trainable{}, fmt.Errorf("omit marks %d tensors, the model has %d", len(omit), len(specs))
+	}
+	return newTrainable(be, specs, prec, Parallel{}, true, omit)
+}
+
+func newTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Parallel, frozen bool, omit []bool) (Trainable, error) {
 	if err := prec.Validate(); err != nil {
 		return Trainable{}, err
 	}
@@ -68,11 +80,14 @@ func newTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Par
 	if err := par.validate(); err != nil {
 		return Trainable{}, err
 	}
-	t := Trainable{be: be, specs: specs, prec: prec, par: par, frozen: frozen}
+	t := Trainable{be: be, specs: specs, prec: prec, par: par, frozen: frozen, omit: omit}
 	n := 0
-	for _, s := range specs {
+	for i, s := range specs {
 		t.offsets = append(t.offsets, n)
-		n += s.Size()
+		t.numParams += s.Size()
+		if !t.Omitted(i) {
+			n += s.Size()
+		}
 	}
 	if frozen {
 		t.Params = be.Alloc(n)
@@ -98,14 +113,20 @@ func newTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Par
 	return t, nil
 }
 
-// TensorViews splits a flat buffer laid out like the parameters into one view per tensor.
+// TensorViews splits a flat buffer laid out like the parameters into one view per tensor (nil
+// for an omitted one).
 func (t *Trainable) TensorViews(flat backend.Buf) []backend.Buf {
 	out := make([]backend.Buf, len(t.specs))
 	for i, s := range t.specs {
-		out[i] = t.be.View(flat, t.offsets[i], s.Size())
+		if !t.Omitted(i) {
+			out[i] = t.be.View(flat, t.offsets[i], s.Size())
+		}
 	}
 	return out
 }
+
+// Omitted says whether specs[i] was left out of the flat buffers (NewFrozenWithout).
+func (t *Trainable) Omitted(i int) bool { return t.omit != nil && t.omit[i] }
 
 // TrainableMemoryPlan lists the bytes of NewTrainable's buffers for n parameters, with sizeOf(dt)
 // bytes per element of dt: the head of every model family's memory plan.
@@ -143,7 +164,8 @@ func paramsMemoryPlan(n, padded int64, prec Precision, sizeOf func(backend.DType
 // Specs lists the parameter tensors in flat-buffer order.
 func (t *Trainable) Specs() []ParamSpec { return t.specs }
 
-// Offsets gives the start of each parameter tensor in the flat buffers.
+// Offsets gives the start of each parameter tensor in the flat buffers (where an omitted one
+// would have started).
 func (t *Trainable) Offsets() []int { return t.offsets }
 
 // Compute is the parameter copy forward and backward read: Params in fp32, the 16-bit copy in a
@@ -154,12 +176,23 @@ func (t *Trainable) Compute() backend.Buf { return t.compute }
 // without Parallel.SeparateAccum).
 func (t *Trainable) GradScratch() backend.Buf { return t.gradScratch }
 
-// SetParams uploads a flat host parameter array (ParamSpecs order).
+// SetParams uploads a flat host parameter array (ParamSpecs order, every spec's values, those
+// of omitted tensors too, which it skips).
 func (t *Trainable) SetParams(host []float32) error {
-	if len(host) != t.Params.Len() {
-		return fmt.Errorf("parameter count mismatch: have %d, model needs %d", len(host), t.Params.Len())
+	if len(host) != t.numParams {
+		return fmt.Errorf("parameter count mismatch: have %d, model needs %d", len(host), t.numParams)
 	}
-	t.be.Upload(t.Params, host)
+	if t.omit == nil {
+		t.be.Upload(t.Params, host)
+	} else {
+		off := 0
+		for i, s := range t.specs {
+			if !t.Omitted(i) {
+				t.be.Upload(t.be.View(t.Params, t.offsets[i], s.Size()), host[off:off+s.Size()])
+			}
+			off += s.Size()
+		}
+	}
 	t.ParamsChanged()
 	return nil
 }
