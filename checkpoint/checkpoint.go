@@ -106,6 +106,18 @@ type Checkpoint struct {
 	Software string
 	// Created is when the checkpoint was saved. Save uses the current time when it is zero.
 	Created time.Time
+
+	// source reads Params from the file when VerifyWeights left them there (Params nil).
+	source *paramsSource
+}
+
+// paramsSource is where VerifyWeights found the parameters: n float32s at offset in path's
+// file, whose CRC-32C is crc.
+type paramsSource struct {
+	path   string
+	offset int64
+	n      int
+	crc    uint32
 }
 
 // Save writes c to path atomically: a reader (or a crash) sees the old file or the complete new
@@ -174,6 +186,9 @@ func Save(path string, c *Checkpoint) error {
 
 // buffers returns the flat arrays in file order.
 func (c *Checkpoint) buffers() [][]float32 {
+	if c.source != nil {
+		return nil
+	}
 	if c.M == nil && c.V == nil {
 		return [][]float32{c.Params}
 	}
@@ -287,14 +302,79 @@ func corrupt(path, format string, args ...any) error {
 // Load reads and verifies the checkpoint at path. Every error is one line that names the file
 // and says what is wrong with it; errors wrap ErrCorrupt, ErrNotCheckpoint, ErrTooNew or, for a
 // missing file, fs.ErrNotExist.
-func Load(path string) (*Checkpoint, error) { return loadFile(path, false) }
+func Load(path string) (*Checkpoint, error) { return loadFile(path, everything) }
 
 // LoadWeights is Load for a reader of the weights alone (sampling, evaluation, export): it
 // verifies the whole file as Load does, but streams the AdamW moments through the checksum
 // without keeping them, so M and V are nil and the checkpoint takes a third of the memory.
-func LoadWeights(path string) (*Checkpoint, error) { return loadFile(path, true) }
+func LoadWeights(path string) (*Checkpoint, error) { return loadFile(path, weightsOnly) }
 
-func loadFile(path string, weightsOnly bool) (*Checkpoint, error) {
+// VerifyWeights is LoadWeights for a reader with somewhere else to put the weights (a model on
+// a backend), so that they are never held twice: it verifies the whole file as LoadWeights
+// does, but reads the parameters only through the checksum, leaving Params nil. ReadParams then
+// reads them from the file a chunk at a time (and checks them again).
+func VerifyWeights(path string) (*Checkpoint, error) { return loadFile(path, lazyWeights) }
+
+// What loadFile keeps of a checkpoint's data.
+const (
+	everything  = 0 // Load
+	weightsOnly = 1 // LoadWeights: the parameters, not the moments
+	lazyWeights = 2 // VerifyWeights: neither (ReadParams reads the parameters later)
+)
+
+// NumParams is the length of the flat parameter array (which Params holds unless VerifyWeights
+// left it in the file).
+func (c *Checkpoint) NumParams() int {
+	if len(c.Tensors) == 0 {
+		return 0
+	}
+	last := c.Tensors[len(c.Tensors)-1]
+	n := 1
+	for _, d := range last.Shape {
+		n *= d
+	}
+	return last.Offset + n
+}
+
+// ReadParams calls sink with the flat parameter array in order, a chunk at a time (off is the
+// chunk's offset in the array): from Params, or from the file that VerifyWeights verified, and
+// then, if what it read no longer matches the checksum taken then (the file was replaced or
+// damaged since), it returns an ErrCorrupt error and sink has seen wrong values. sink's chunks
+// are only valid during the call. An error from sink stops the reading and is returned.
+func (c *Checkpoint) ReadParams(sink func(off int, chunk []float32) error) error {
+	if c.source == nil {
+		for off := 0; off < len(c.Params); off += ioChunk {
+			if err := sink(off, c.Params[off:min(off+ioChunk, len(c.Params))]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	src := c.source
+	f, err := os.Open(src.path)
+	if err != nil {
+		return &loadError{src.path, "cannot be read again: " + err.Error(), err}
+	}
+	defer f.Close()
+	crc := crc32.New(castagnoli)
+	r := io.TeeReader(io.NewSectionReader(f, src.offset, 4*int64(src.n)), crc)
+	buf := make([]float32, min(ioChunk, src.n))
+	for off := 0; off < src.n; off += len(buf) {
+		chunk := buf[:min(len(buf), src.n-off)]
+		if err := safetensors.ReadFloat32s(r, chunk); err != nil {
+			return &loadError{src.path, "cannot be read again: " + err.Error(), err}
+		}
+		if err := sink(off, chunk); err != nil {
+			return err
+		}
+	}
+	if crc.Sum32() != src.crc {
+		return corrupt(src.path, "changed since it was verified (checksum mismatch); load it again")
+	}
+	return nil
+}
+
+func loadFile(path string, keep int) (*Checkpoint, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &loadError{path, "does not exist", err}
@@ -307,12 +387,12 @@ func loadFile(path string, weightsOnly bool) (*Checkpoint, error) {
 	if err != nil {
 		return nil, &loadError{path, "cannot be read: " + err.Error(), err}
 	}
-	return load(path, f, st.Size(), weightsOnly)
+	return load(path, f, st.Size(), keep)
 }
 
-// load verifies and decodes a checkpoint of size bytes read from r, without its moments when
-// weightsOnly; path names it in errors.
-func load(path string, r io.ReaderAt, size int64, weightsOnly bool) (*Checkpoint, error) {
+// load verifies and decodes a checkpoint of size bytes read from r, keeping what keep says;
+// path names it in errors.
+func load(path string, r io.ReaderAt, size int64, keep int) (*Checkpoint, error) {
 	if size == 0 {
 		return nil, &loadError{path, "is empty; resume from an older one", ErrCorrupt}
 	}
@@ -324,7 +404,7 @@ func load(path string, r io.ReaderAt, size int64, weightsOnly bool) (*Checkpoint
 	if err != nil {
 		return nil, &loadError{path, "is not a valid safetensors file (" + err.Error() + ")", ErrNotCheckpoint}
 	}
-	c, err := decodeHeader(path, h, weightsOnly)
+	c, err := decodeHeader(path, h, keep)
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +419,7 @@ func load(path string, r io.ReaderAt, size int64, weightsOnly bool) (*Checkpoint
 
 // decodeHeader checks the metadata and tensor table and returns the checkpoint with its flat
 // arrays allocated but not yet filled.
-func decodeHeader(path string, h *safetensors.Header, weightsOnly bool) (*Checkpoint, error) {
+func decodeHeader(path string, h *safetensors.Header, keep int) (*Checkpoint, error) {
 	meta := h.Metadata
 	format, hasFormat := meta[keyFormat]
 	wantHeaderCRC, hasHeaderCRC := meta[keyHeaderCRC]
@@ -437,8 +517,12 @@ func decodeHeader(path string, h *safetensors.Header, weightsOnly bool) (*Checkp
 		return nil, corrupt(path, "%s is %q but the tensors hold %d", keyNumParams, meta[keyNumParams], numParams)
 	}
 	// Sizes were checked against the file's size by ReadHeader, so these allocations are bounded.
+	if keep == lazyWeights {
+		c.source = &paramsSource{path: path, offset: h.DataOffset, n: numParams}
+		return c, nil
+	}
 	c.Params = make([]float32, numParams)
-	if hasMoments && !weightsOnly {
+	if hasMoments && keep == everything {
 		c.M = make([]float32, numParams)
 		c.V = make([]float32, numParams)
 	}
@@ -451,10 +535,17 @@ func isMoment(name string) bool {
 
 // readData fills c's flat arrays from the data buffer, checksumming as it reads; what follows
 // them (the moments that LoadWeights leaves out) only goes through the checksum. A checksum
-// mismatch is ErrCorrupt.
+// mismatch is ErrCorrupt. For VerifyWeights (c.source set) the parameters go through the
+// checksum too, and c.source keeps the checksum of theirs for ReadParams.
 func readData(f io.ReaderAt, h *safetensors.Header, c *Checkpoint) error {
 	crc := crc32.New(castagnoli)
 	r := io.TeeReader(io.NewSectionReader(f, h.DataOffset, h.DataSize), crc)
+	if src := c.source; src != nil {
+		if _, err := io.CopyN(io.Discard, r, 4*int64(src.n)); err != nil {
+			return err
+		}
+		src.crc = crc.Sum32()
+	}
 	for _, x := range c.buffers() {
 		for chunk := range slices.Chunk(x, ioChunk) {
 			if err := safetensors.ReadFloat32s(r, chunk); err != nil {

@@ -115,6 +115,69 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// VerifyWeights reads no data but checks it all; ReadParams then gives the parameters in
+// consecutive chunks (this checkpoint spans three), and fails with ErrCorrupt when the file's
+// parameters change after the verification; LoadLatestVerified picks the newest good one.
+func TestVerifyWeights(t *testing.T) {
+	const n = 2*ioChunk + 12345
+	want := &Checkpoint{
+		Step:    3,
+		Tensors: []ParamTensor{{Name: "wte", Shape: []int{ioChunk + 5}}, {Name: "h", Shape: []int{n - ioChunk - 5}, Offset: ioChunk + 5}},
+		Params:  make([]float32, n), M: make([]float32, n), V: make([]float32, n),
+	}
+	for i := range want.Params {
+		want.Params[i], want.M[i], want.V[i] = float32(i)*0.5, 1, 2
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "checkpoints", "step_00000003.safetensors")
+	raw := saveTest(t, path, want)
+	read := func(c *Checkpoint) ([]float32, error) {
+		var got []float32
+		err := c.ReadParams(func(off int, chunk []float32) error {
+			if off != len(got) || len(chunk) == 0 || len(chunk) > ioChunk {
+				t.Fatalf("chunk of %d at %d after %d values", len(chunk), off, len(got))
+			}
+			got = append(got, chunk...)
+			return nil
+		})
+		return got, err
+	}
+	c, _, warnings, err := LoadLatestVerified(dir)
+	if err != nil || len(warnings) > 0 {
+		t.Fatal(err, warnings)
+	}
+	if c.Params != nil || c.M != nil || c.NumParams() != n || c.Step != 3 || !reflect.DeepEqual(c.Tensors, want.Tensors) {
+		t.Fatalf("VerifyWeights: %d params held, %d counted, step %d, tensors %v", len(c.Params), c.NumParams(), c.Step, c.Tensors)
+	}
+	got, err := read(c)
+	if err != nil || !sameBits(got, want.Params) {
+		t.Fatalf("ReadParams: %d values, err %v", len(got), err)
+	}
+	eager, err := LoadWeights(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := read(eager); err != nil || !sameBits(got, want.Params) {
+		t.Fatalf("ReadParams of LoadWeights' checkpoint: %d values, err %v", len(got), err)
+	}
+	stop := errors.New("sink full")
+	if err := c.ReadParams(func(int, []float32) error { return stop }); err != stop {
+		t.Fatalf("a failing sink: %v", err)
+	}
+	headerEnd := 8 + int(raw[0]) + int(raw[1])<<8 + int(raw[2])<<16
+	b := bytes.Clone(raw)
+	b[headerEnd+4*ioChunk+2] ^= 0x10 // a parameter of the second chunk
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := read(c); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "changed since it was verified") {
+		t.Fatalf("ReadParams of a file changed since: %v", err)
+	}
+	if _, err := VerifyWeights(path); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("VerifyWeights of the changed file: %v", err)
+	}
+}
+
 func TestEmptyConfigAndZeroCreated(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.safetensors")
 	c := testCheckpoint(false)
@@ -314,9 +377,9 @@ func TestLoadErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(dir, fmt.Sprintf("case%02d.safetensors", i))
 			tt.create(path)
-			// LoadWeights keeps no moments but verifies them all the same (the flipped data
-			// byte is in the second moment).
-			for _, load := range []func(string) (*Checkpoint, error){Load, LoadWeights} {
+			// LoadWeights keeps no moments and VerifyWeights no data at all, but both verify
+			// everything all the same (the flipped data byte is in the second moment).
+			for _, load := range []func(string) (*Checkpoint, error){Load, LoadWeights, VerifyWeights} {
 				c, err := load(path)
 				if err == nil {
 					t.Fatalf("loaded %+v", c)
@@ -373,10 +436,14 @@ func FuzzLoad(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// load is Load after opening the file; fuzzing it in memory keeps the fuzzer fast.
 		const path = "fuzz.safetensors"
-		c, err := load(path, bytes.NewReader(data), int64(len(data)), false)
-		w, werr := load(path, bytes.NewReader(data), int64(len(data)), true)
+		c, err := load(path, bytes.NewReader(data), int64(len(data)), everything)
+		w, werr := load(path, bytes.NewReader(data), int64(len(data)), weightsOnly)
 		if (err == nil) != (werr == nil) || (err == nil && (w.M != nil || !sameBits(w.Params, c.Params))) {
 			t.Fatalf("Load and LoadWeights disagree: %v, %v", err, werr)
+		}
+		v, verr := load(path, bytes.NewReader(data), int64(len(data)), lazyWeights)
+		if (err == nil) != (verr == nil) || (err == nil && (v.Params != nil || v.M != nil || v.NumParams() != len(c.Params))) {
+			t.Fatalf("Load and VerifyWeights disagree: %v, %v", err, verr)
 		}
 		if err != nil {
 			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "checkpoint "+path+" ") {

@@ -81,6 +81,12 @@ func LoadLatestWeights(runDir string) (c *Checkpoint, path string, warnings []er
 	return loadLatest(runDir, LoadWeights)
 }
 
+// LoadLatestVerified is LoadLatest with VerifyWeights: the newest good checkpoint, verified,
+// whose parameters ReadParams reads.
+func LoadLatestVerified(runDir string) (c *Checkpoint, path string, warnings []error, err error) {
+	return loadLatest(runDir, VerifyWeights)
+}
+
 func loadLatest(runDir string, load func(string) (*Checkpoint, error)) (c *Checkpoint, path string, warnings []error, err error) {
 	entries, err := List(runDir)
 	if err != nil {

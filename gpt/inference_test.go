@@ -1,6 +1,7 @@
 package gpt_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -115,6 +116,69 @@ func TestInferenceModelMatchesNew(t *testing.T) {
 		}
 		if math.Float32bits(got8) != math.Float32bits(want8) {
 			t.Errorf("%v int8: loss %v, the trainable model's %v", prec, got8, want8)
+		}
+	}
+}
+
+// chunked reads params in chunks of n values, as a checkpoint file is read.
+func chunked(params []float32, n int) gpt.ParamsReader {
+	return func(sink func(off int, chunk []float32) error) error {
+		for off := 0; off < len(params); off += n {
+			if err := sink(off, params[off:min(off+n, len(params))]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// SetParamsFrom with chunks that cut across tensors gives SetParams' model (fp32 and bf16, whose
+// 16-bit copy is made once all are read); too few or too many values, chunks out of order and a
+// reader's own error are refused.
+func TestSetParamsFrom(t *testing.T) {
+	be := cpu.New(0)
+	cfg := kvConfig
+	for _, prec := range []gpt.Precision{{}, {Compute: backend.BF16}} {
+		m := randomModel(t, be, cfg, 2, 8, prec)
+		params := make([]float32, m.Params.Len())
+		be.Download(params, m.Params)
+		inf, err := gpt.NewInference(be, cfg, 2, 8, prec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inf.SetParamsFrom(chunked(params, 1000)); err != nil {
+			t.Fatal(err)
+		}
+		tokens := []int32{3, 17, 9, 42, 0, 42, 7, 10}
+		want, err := m.Forward(tokens, tokens, 1, len(tokens))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := inf.Forward(tokens, tokens, 1, len(tokens))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Float32bits(got) != math.Float32bits(want) {
+			t.Errorf("%v: loss %v after SetParamsFrom, %v after SetParams", prec, got, want)
+		}
+	}
+	m, err := gpt.NewInference(be, cfg, 1, 8, gpt.Precision{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := cfg.NumParams()
+	for _, c := range []struct {
+		name string
+		read gpt.ParamsReader
+		want string
+	}{
+		{"short", chunked(make([]float32, n-1), 100), "count mismatch"},
+		{"long", chunked(make([]float32, n+1), 100), "count mismatch"},
+		{"out of order", func(sink func(int, []float32) error) error { return sink(5, make([]float32, n-5)) }, "out of order"},
+		{"reader error", func(func(int, []float32) error) error { return fmt.Errorf("disk on fire") }, "disk on fire"},
+	} {
+		if err := m.SetParamsFrom(c.read); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
 		}
 	}
 }

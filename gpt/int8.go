@@ -22,76 +22,84 @@ func (m *Model) QuantizeInt8() (Int8Stats, error) {
 	if m.int8 {
 		return Int8Stats{}, fmt.Errorf("the model is already int8")
 	}
-	return m.quantize(func(i, l int) backend.Buf { return m.fwd.byIndex(i)[l] })
+	var st Int8Stats
+	for i, s := range m.specs {
+		if _, ok := int8Rows(s.Name, m.Config.Channels); ok {
+			for l, w := range m.fwd.byIndex(i) {
+				if err := m.quantizeLayer(&st, i, l, w); err != nil {
+					return Int8Stats{}, err
+				}
+			}
+		}
+	}
+	return st, m.quantizeHead(&st)
 }
 
-// NewInferenceInt8 is NewInference followed by SetParams(params) and QuantizeInt8, the same
-// model to the bit, without the float copies of the matmul weights: they are quantized from
-// params through one staging buffer (in the compute format, as QuantizeInt8 reads them) and
-// never take room in Params. For GPT-2 124M in fp32 that is 494 MB of parameters down to 160,
-// plus the 125 MB of int8 weights.
-func NewInferenceInt8(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, params []float32) (*Model, Int8Stats, error) {
-	if len(params) != cfg.NumParams() {
-		return nil, Int8Stats{}, fmt.Errorf("parameter count mismatch: have %d, model needs %d", len(params), cfg.NumParams())
-	}
+// NewInferenceInt8 is NewInference followed by SetParamsFrom(read) and QuantizeInt8, the same
+// model to the bit, without the float copies of the matmul weights: each layer's is gathered
+// on the host as read hands it over, then quantized through one staging buffer (in the
+// compute format, as QuantizeInt8 reads them), and never takes room in Params. For GPT-2 124M
+// in fp32 that is 494 MB of parameters down to 160, plus the 125 MB of int8 weights.
+func NewInferenceInt8(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, read ParamsReader) (*Model, Int8Stats, error) {
+	var st Int8Stats
 	m, err := newModel(be, cfg, maxB, maxT, prec, Parallel{}, int8Model)
 	if err != nil {
-		return nil, Int8Stats{}, err
-	}
-	if err := m.SetParams(params); err != nil {
-		return nil, Int8Stats{}, err
+		return nil, st, err
 	}
 	stage := m.alloc(int8StagingLen(cfg), prec.Compute)
-	host := make([]int, len(m.specs)) // each tensor's offset in params
-	for i := 1; i < len(host); i++ {
-		host[i] = host[i-1] + m.specs[i-1].Size()
-	}
-	st, err := m.quantize(func(i, l int) backend.Buf {
+	layer := make([]float32, int8StagingLen(cfg)) // the matmul weight being gathered
+	err = m.setParamsFrom(read, func(i, off int, part []float32) error {
 		n := m.specs[i].Size() / cfg.NumLayers
-		w := be.View(stage, 0, n)
-		be.Upload(w, params[host[i]+l*n:host[i]+(l+1)*n]) // rounded to the compute format, as Convert rounds
-		return w
+		for len(part) > 0 {
+			l, lo := off/n, off%n
+			k := copy(layer[lo:n], part)
+			if lo+k == n { // layer l's weight is complete
+				w := be.View(stage, 0, n)
+				be.Upload(w, layer[:n]) // rounded to the compute format, as Convert rounds
+				if err := m.quantizeLayer(&st, i, l, w); err != nil {
+					return err
+				}
+			}
+			part, off = part[k:], off+k
+		}
+		return nil
 	})
 	if err != nil {
+		return nil, Int8Stats{}, err
+	}
+	if err := m.quantizeHead(&st); err != nil {
 		return nil, Int8Stats{}, err
 	}
 	return m, st, nil
 }
 
-// quantize makes the model int8: each layer's matmul weights, read from weight(spec index,
-// layer), and the LM head's copy of wte become fwd's int8 weights.
-func (m *Model) quantize(weight func(i, l int) backend.Buf) (Int8Stats, error) {
-	var st Int8Stats
-	c, p := m.Config, &m.fwd
-	add := func(w backend.Buf, OC, C int) (backend.Buf, error) {
-		qw, err := m.be.QuantizeInt8(w, OC, C)
-		if err != nil {
-			return nil, err
-		}
-		st.Int8Bytes += int8Bytes(qw, OC, C)
-		st.FP32Bytes += 4 * int64(OC) * int64(C)
-		return qw, nil
-	}
-	for i, s := range m.specs {
-		OC, ok := int8Rows(s.Name, c.Channels)
-		if !ok {
-			continue
-		}
-		views := p.byIndex(i)
-		for l := range c.NumLayers {
-			qw, err := add(weight(i, l), OC, s.Size()/c.NumLayers/OC)
-			if err != nil {
-				return Int8Stats{}, err
-			}
-			views[l] = qw
-		}
-	}
-	qw, err := add(p.wte, c.PaddedVocabSize, c.Channels)
+// quantizeLayer makes weight, layer l's matmul weight of spec index i, fwd's int8 weight there,
+// adding its sizes to st.
+func (m *Model) quantizeLayer(st *Int8Stats, i, l int, weight backend.Buf) error {
+	s := m.specs[i]
+	OC, _ := int8Rows(s.Name, m.Config.Channels)
+	C := s.Size() / m.Config.NumLayers / OC
+	qw, err := m.be.QuantizeInt8(weight, OC, C)
 	if err != nil {
-		return Int8Stats{}, err
+		return err
 	}
-	p.head, m.int8 = qw, true
-	return st, nil
+	m.fwd.byIndex(i)[l] = qw
+	st.Int8Bytes += int8Bytes(qw, OC, C)
+	st.FP32Bytes += 4 * int64(OC) * int64(C)
+	return nil
+}
+
+// quantizeHead gives the LM head its int8 copy of wte, which then makes the model int8.
+func (m *Model) quantizeHead(st *Int8Stats) error {
+	c := m.Config
+	qw, err := m.be.QuantizeInt8(m.fwd.wte, c.PaddedVocabSize, c.Channels)
+	if err != nil {
+		return err
+	}
+	m.fwd.head, m.int8 = qw, true
+	st.Int8Bytes += int8Bytes(qw, c.PaddedVocabSize, c.Channels)
+	st.FP32Bytes += 4 * int64(c.PaddedVocabSize) * int64(c.Channels)
+	return nil
 }
 
 // int8Rows gives the output channels of the parameter tensor name per layer when an int8 model

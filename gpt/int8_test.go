@@ -108,7 +108,8 @@ func testQuantizeInt8(t *testing.T, be backend.Backend, perRow int64) {
 // TestNewInferenceInt8 on the CPU; gpt/int8_cuda_test.go runs it on a GPU.
 func TestNewInferenceInt8(t *testing.T) { testNewInferenceInt8(t, cpu.New(0)) }
 
-// testNewInferenceInt8: NewInferenceInt8 gives the bits of NewInference + SetParams +
+// testNewInferenceInt8: NewInferenceInt8, reading the parameters in chunks of 37 (which cut
+// across tensors and layers), gives the bits of NewInference + SetParams +
 // QuantizeInt8 (losses, every logit, an attention map, greedy cached generation) in fp32 and
 // bf16, at the planned shape and a smaller one, with the same Int8Stats and without the float
 // matmul weights in Params; it refuses a wrong parameter count and backward.
@@ -124,7 +125,7 @@ func testNewInferenceInt8(t *testing.T, be backend.Backend) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, st, err := gpt.NewInferenceInt8(be, cfg, B, T, prec, params)
+		q, st, err := gpt.NewInferenceInt8(be, cfg, B, T, prec, chunked(params, 37))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +194,7 @@ func testNewInferenceInt8(t *testing.T, be backend.Backend) {
 			t.Errorf("%v: quantizing NewInferenceInt8's model again did not fail", prec)
 		}
 	}
-	if _, _, err := gpt.NewInferenceInt8(be, cfg, B, T, gpt.Precision{}, make([]float32, cfg.NumParams()-1)); err == nil || !strings.Contains(err.Error(), "parameter count") {
+	if _, _, err := gpt.NewInferenceInt8(be, cfg, B, T, gpt.Precision{}, gpt.HostParams(make([]float32, cfg.NumParams()-1))); err == nil || !strings.Contains(err.Error(), "parameter count") {
 		t.Errorf("a short parameter array: %v, want a count mismatch", err)
 	}
 }

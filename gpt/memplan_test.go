@@ -115,7 +115,7 @@ func TestInt8InferenceMemoryPlan(t *testing.T) {
 	cfg := gpt.Config{BlockSize: 64, VocabSize: 101, PaddedVocabSize: 128, NumLayers: 3, NumHeads: 3, Channels: 60}
 	for _, bt := range [][2]int{{1, 1}, {3, 11}, {4, cfg.BlockSize}} {
 		be := &counting{Backend: cpu.New(1)}
-		if _, _, err := gpt.NewInferenceInt8(be, cfg, bt[0], bt[1], gpt.Precision{}, make([]float32, cfg.NumParams())); err != nil {
+		if _, _, err := gpt.NewInferenceInt8(be, cfg, bt[0], bt[1], gpt.Precision{}, gpt.HostParams(make([]float32, cfg.NumParams()))); err != nil {
 			t.Fatal(err)
 		}
 		plan := cfg.Int8InferenceMemoryPlan(bt[0], bt[1], gpt.Precision{})
@@ -124,7 +124,7 @@ func TestInt8InferenceMemoryPlan(t *testing.T) {
 		}
 	}
 	be := &counting{Backend: cpu.New(1), refuse: true}
-	if _, _, err := gpt.NewInferenceInt8(be, cfg, 2, 16, gpt.Precision{}, make([]float32, cfg.NumParams())); err == nil || be.bytes != 0 {
+	if _, _, err := gpt.NewInferenceInt8(be, cfg, 2, 16, gpt.Precision{}, gpt.HostParams(make([]float32, cfg.NumParams()))); err == nil || be.bytes != 0 {
 		t.Errorf("a refused plan must stop NewInferenceInt8 before it allocates (err %v, %d bytes allocated)", err, be.bytes)
 	}
 	gpt2, err := gpt.Preset("gpt2")

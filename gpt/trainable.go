@@ -179,19 +179,63 @@ func (t *Trainable) GradScratch() backend.Buf { return t.gradScratch }
 // SetParams uploads a flat host parameter array (ParamSpecs order, every spec's values, those
 // of omitted tensors too, which it skips).
 func (t *Trainable) SetParams(host []float32) error {
-	if len(host) != t.numParams {
+	if len(host) != t.numParams { // before writing anything
 		return fmt.Errorf("parameter count mismatch: have %d, model needs %d", len(host), t.numParams)
 	}
-	if t.omit == nil {
-		t.be.Upload(t.Params, host)
-	} else {
-		off := 0
-		for i, s := range t.specs {
-			if !t.Omitted(i) {
-				t.be.Upload(t.be.View(t.Params, t.offsets[i], s.Size()), host[off:off+s.Size()])
-			}
-			off += s.Size()
+	return t.SetParamsFrom(HostParams(host))
+}
+
+// ParamsReader reads a model's flat host parameters (ParamSpecs order) a chunk at a time: it
+// calls sink with consecutive chunks, off being each one's offset in the flat array, until all
+// are read, and returns sink's first error or its own. HostParams reads a slice; a checkpoint's
+// ReadParams reads its file without holding all of it.
+type ParamsReader func(sink func(off int, chunk []float32) error) error
+
+// HostParams is the ParamsReader of parameters held in memory.
+func HostParams(params []float32) ParamsReader {
+	return func(sink func(off int, chunk []float32) error) error { return sink(0, params) }
+}
+
+// SetParamsFrom is SetParams for parameters that read hands over a chunk at a time, so that a
+// model loaded from a file never needs a host copy of them all. On an error the parameters are
+// partly written.
+func (t *Trainable) SetParamsFrom(read ParamsReader) error { return t.setParamsFrom(read, nil) }
+
+// setParamsFrom is SetParamsFrom that hands the values of omitted tensors to omitted(i, off,
+// part), off being part's offset in specs[i], instead of skipping them (when not nil).
+func (t *Trainable) setParamsFrom(read ParamsReader, omitted func(i, off int, part []float32) error) error {
+	next, i, start := 0, 0, 0 // values read; the spec they reached and where it starts
+	err := read(func(off int, chunk []float32) error {
+		if off != next {
+			return fmt.Errorf("parameters out of order: a chunk at %d after %d values", off, next)
 		}
+		if len(chunk) > t.numParams-next {
+			return fmt.Errorf("parameter count mismatch: have more than %d, model needs %d", t.numParams, t.numParams)
+		}
+		for len(chunk) > 0 {
+			for next >= start+t.specs[i].Size() {
+				start += t.specs[i].Size()
+				i++
+			}
+			lo := next - start
+			part := chunk[:min(len(chunk), t.specs[i].Size()-lo)]
+			switch {
+			case !t.Omitted(i):
+				t.be.Upload(t.be.View(t.Params, t.offsets[i]+lo, len(part)), part)
+			case omitted != nil:
+				if err := omitted(i, lo, part); err != nil {
+					return err
+				}
+			}
+			chunk, next = chunk[len(part):], next+len(part)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if next != t.numParams {
+		return fmt.Errorf("parameter count mismatch: have %d, model needs %d", next, t.numParams)
 	}
 	t.ParamsChanged()
 	return nil

@@ -22,10 +22,40 @@ import (
 // Hugging Face GPT-2 model.
 type Loaded struct {
 	Config gpt.Config
+	// Params are the weights, or nil when OpenWeights left them in the checkpoint file:
+	// ReadParams reads them either way.
 	Params []float32
 	Run    *Config // the training config, when the source was a gpt2go checkpoint
 	Step   int
 	Source string
+	ck     *checkpoint.Checkpoint // OpenWeights' verified checkpoint, whose file holds Params
+}
+
+// ReadParams hands the weights to sink a chunk at a time (a gpt.ParamsReader): from Params, or
+// from the checkpoint file OpenWeights verified, checking them against its checksum again.
+func (l *Loaded) ReadParams(sink func(off int, chunk []float32) error) error {
+	switch {
+	case l.Params != nil:
+		return gpt.HostParams(l.Params)(sink)
+	case l.ck != nil:
+		return l.ck.ReadParams(sink)
+	}
+	return fmt.Errorf("%s: the weights are no longer held (read them once)", l.Source)
+}
+
+// OpenWeights is LoadWeights for a reader that puts the weights straight into a model
+// (NewInferenceModel, gpt.NewInferenceInt8 with ReadParams): a gpt2go checkpoint is verified
+// whole but its weights stay in the file until ReadParams reads them, so the process never
+// holds them twice. Other sources are read as LoadWeights reads them.
+func OpenWeights(path string) (*Loaded, error) {
+	l, enc, err := loadModel(path, true)
+	if err != nil {
+		return nil, err
+	}
+	if enc != nil {
+		return nil, notGPT(enc, path)
+	}
+	return l, nil
 }
 
 // LoadWeights reads GPT-2 weights from path: a run directory (its newest good checkpoint), a
@@ -36,14 +66,22 @@ func LoadWeights(path string) (*Loaded, error) {
 		return nil, err
 	}
 	if enc != nil {
-		return nil, fmt.Errorf("%s is a BERT encoder (masked-language model), which predicts masked tokens rather than the next one; use gpt2go fill --ckpt %s --text \"... [MASK] ...\"", enc.Source, path)
+		return nil, notGPT(enc, path)
 	}
 	return l, nil
 }
 
+// notGPT is the error for a BERT encoder at path where a GPT-2 is needed.
+func notGPT(enc *LoadedBERT, path string) error {
+	return fmt.Errorf("%s is a BERT encoder (masked-language model), which predicts masked tokens rather than the next one; use gpt2go fill --ckpt %s --text \"... [MASK] ...\"", enc.Source, path)
+}
+
 // LoadModel reads the model at path, of either family: a GPT-2 (as LoadWeights) or a BERT
 // encoder (as LoadBERT); exactly one of the two results is not nil.
-func LoadModel(path string) (*Loaded, *LoadedBERT, error) {
+func LoadModel(path string) (*Loaded, *LoadedBERT, error) { return loadModel(path, false) }
+
+// loadModel is LoadModel, leaving a checkpoint's weights in its file when lazy (OpenWeights).
+func loadModel(path string, lazy bool) (*Loaded, *LoadedBERT, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load model: %w", err)
@@ -52,14 +90,18 @@ func LoadModel(path string) (*Loaded, *LoadedBERT, error) {
 		l, err := LoadLLMC(path)
 		return l, nil, err
 	}
-	ck, run, src, err := loadRun(path, st.IsDir())
+	ck, run, src, err := loadRun(path, st.IsDir(), lazy)
 	if err != nil {
 		return nil, nil, err
 	}
-	if run.IsBERT() {
+	if run.IsBERT() { // (lazy, Params is nil: OpenWeights only names it in its error)
 		return nil, &LoadedBERT{Config: run.BERT(), Params: ck.Params, Run: run, Step: ck.Step, Source: src}, nil
 	}
-	return &Loaded{Config: run.Model, Params: ck.Params, Run: run, Step: ck.Step, Source: src}, nil, nil
+	l := &Loaded{Config: run.Model, Params: ck.Params, Run: run, Step: ck.Step, Source: src}
+	if ck.Params == nil {
+		l.ck = ck
+	}
+	return l, nil, nil
 }
 
 // LoadedBERT is a BERT encoder read from a run directory or checkpoint.
@@ -85,20 +127,24 @@ func LoadBERT(path string) (*LoadedBERT, error) {
 }
 
 // loadRun reads the weights of a gpt2go checkpoint (a run directory's newest good one, or a
-// file; checkpoint.LoadWeights) and its run config, checking the parameter count against the
-// config.
-func loadRun(path string, isDir bool) (*checkpoint.Checkpoint, *Config, string, error) {
+// file; checkpoint.LoadWeights, or checkpoint.VerifyWeights when lazy) and its run config,
+// checking the parameter count against the config.
+func loadRun(path string, isDir, lazy bool) (*checkpoint.Checkpoint, *Config, string, error) {
 	var ck *checkpoint.Checkpoint
 	var err error
 	src := path
+	load, latest := checkpoint.LoadWeights, checkpoint.LoadLatestWeights
+	if lazy {
+		load, latest = checkpoint.VerifyWeights, checkpoint.LoadLatestVerified
+	}
 	if isDir {
 		var warnings []error
-		ck, src, warnings, err = checkpoint.LoadLatestWeights(path)
+		ck, src, warnings, err = latest(path)
 		for _, w := range warnings {
 			fmt.Fprintf(os.Stderr, "warning: skipping %v\n", w)
 		}
 	} else {
-		ck, err = checkpoint.LoadWeights(path)
+		ck, err = load(path)
 	}
 	if err != nil {
 		return nil, nil, "", err
@@ -110,8 +156,8 @@ func loadRun(path string, isDir bool) (*checkpoint.Checkpoint, *Config, string, 
 	if err := run.Model.Validate(); err != nil {
 		return nil, nil, "", fmt.Errorf("checkpoint %s: %w", src, err)
 	}
-	if len(ck.Params) != run.NumParams() {
-		return nil, nil, "", fmt.Errorf("checkpoint %s holds %d params but its config needs %d", src, len(ck.Params), run.NumParams())
+	if ck.NumParams() != run.NumParams() {
+		return nil, nil, "", fmt.Errorf("checkpoint %s holds %d params but its config needs %d", src, ck.NumParams(), run.NumParams())
 	}
 	return ck, &run, src, nil
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -333,5 +334,50 @@ func TestGradAccumMatchesLargerBatch(t *testing.T) {
 	l2, n2 := run(2, 2)
 	if math.Abs(l1-l2) > 1e-6 || math.Abs(n1-n2) > 1e-5*n1 || n1 == 0 {
 		t.Fatalf("B=4: loss %v norm %v; B=2 x 2 accumulated: loss %v norm %v", l1, n1, l2, n2)
+	}
+}
+
+// OpenWeights verifies a run's newest checkpoint but leaves its weights in the file: ReadParams
+// reads LoadWeights' values from it, and the inference model built from it gives the same loss.
+func TestOpenWeights(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	run := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: run}); err != nil {
+		t.Fatal(err)
+	}
+	eager, err := LoadWeights(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lazy, err := OpenWeights(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lazy.Params != nil || lazy.Config != eager.Config || lazy.Step != eager.Step || lazy.Source != eager.Source || lazy.Run == nil {
+		t.Fatalf("OpenWeights: %d params held, config %+v step %d source %s; LoadWeights: config %+v step %d source %s",
+			len(lazy.Params), lazy.Config, lazy.Step, lazy.Source, eager.Config, eager.Step, eager.Source)
+	}
+	var got []float32
+	if err := lazy.ReadParams(func(off int, chunk []float32) error { got = append(got, chunk...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, eager.Params) {
+		t.Fatalf("ReadParams gave %d values unlike LoadWeights' %d", len(got), len(eager.Params))
+	}
+	tokens := []int32{1, 5, 9, 2, 7, 7, 3, 0}
+	var losses []float32
+	for _, l := range []*Loaded{eager, lazy} {
+		m, err := l.NewInferenceModel(cpu.New(1), 1, len(tokens), gpt.Precision{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loss, err := m.Forward(tokens, tokens, 1, len(tokens))
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses = append(losses, loss)
+	}
+	if losses[0] != losses[1] {
+		t.Errorf("loss %v from OpenWeights' model, %v from LoadWeights'", losses[1], losses[0])
 	}
 }

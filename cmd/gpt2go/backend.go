@@ -87,14 +87,15 @@ func (d *deviceFlags) checkInt8() error {
 
 // newModel builds loaded's forward-only model (no gradients or moments) on be for batches of
 // (B,T) in the --precision plan and, with --int8, an int8 inference model (without the float
-// matmul weights), saying on stderr how much its matmul weights take. It drops loaded.Params,
-// the host copy of the weights, which the model now holds, so that it can be freed.
+// matmul weights), saying on stderr how much its matmul weights take. The weights go straight
+// from the checkpoint file into the model when loadFlags.open left them there; otherwise it
+// drops loaded.Params, the host copy, once the model holds them, so that it can be freed.
 func (d *deviceFlags) newModel(loaded *train.Loaded, be backend.Backend, B, T int) (*gpt.Model, error) {
 	defer func() { loaded.Params = nil }()
 	if !d.int8 {
 		return loaded.NewInferenceModel(be, B, T, d.modelPrecision())
 	}
-	model, st, err := gpt.NewInferenceInt8(be, loaded.Config, B, T, d.modelPrecision(), loaded.Params)
+	model, st, err := gpt.NewInferenceInt8(be, loaded.Config, B, T, d.modelPrecision(), loaded.ReadParams)
 	if err != nil {
 		return nil, err
 	}

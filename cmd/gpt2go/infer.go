@@ -24,12 +24,18 @@ type loadFlags struct {
 	progress              io.Writer // download bars for --init hf:OWNER/NAME
 }
 
-func (l *loadFlags) load() (*train.Loaded, error) {
+func (l *loadFlags) load() (*train.Loaded, error) { return l.read(train.LoadWeights) }
+
+// open is load for a command that builds its model with deviceFlags.newModel, which reads a
+// checkpoint's weights straight from its file (train.OpenWeights).
+func (l *loadFlags) open() (*train.Loaded, error) { return l.read(train.OpenWeights) }
+
+func (l *loadFlags) read(ckpt func(string) (*train.Loaded, error)) (*train.Loaded, error) {
 	switch {
 	case l.ckpt != "" && l.init != "":
 		return nil, fmt.Errorf("give --ckpt or --init, not both")
 	case l.ckpt != "":
-		return train.LoadWeights(l.ckpt)
+		return ckpt(l.ckpt)
 	case l.init != "":
 		return train.LoadInit(l.init, l.progress)
 	default:
@@ -85,7 +91,7 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if numSamples < 1 || (opts.NoCache && numSamples > 1) {
 		return fmt.Errorf("--num-samples must be >= 1, and 1 with --no-cache")
 	}
-	loaded, err := lf.load()
+	loaded, err := lf.open()
 	if err != nil {
 		return err
 	}
@@ -157,7 +163,7 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	} else if n > 1 {
 		return fmt.Errorf("give one of --data, --hellaswag and --text")
 	}
-	loaded, err := lf.load()
+	loaded, err := lf.open()
 	if err != nil {
 		return err
 	}
