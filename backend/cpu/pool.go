@@ -179,7 +179,13 @@ func (s *sleeper) wait(ready func() bool) {
 		if time.Since(start) < spinWait {
 			continue
 		}
-		s.asleep.Store(true)
+		// A swap, not a store: the sleeper's write of asleep must be visible before it reads
+		// its condition (the waker writes the condition and then reads asleep). Go's atomics
+		// promise that order for a store too, but an emulator may not keep it (qemu-aarch64 on
+		// an x86 host translating a store-release and a later load-acquire to a plain store
+		// and load is the likely reason an arm64 test binary in CI once parked the caller for
+		// good); a swap is an atomic exchange, a full barrier, on every host.
+		s.asleep.Swap(true)
 		if ready() && s.asleep.Swap(false) {
 			return // nobody saw us asleep
 		}
