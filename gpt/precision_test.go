@@ -24,13 +24,22 @@ func (c *countingDT) AllocDType(n int, dt backend.DType) backend.Buf {
 	c.bytes += int64(dt.Bytes()) * int64(n)
 	return c.Backend.AllocDType(n, dt)
 }
+func (c *countingDT) QuantizeInt8(w backend.Buf, OC, C int) (backend.Buf, error) {
+	q, err := c.Backend.QuantizeInt8(w, OC, C)
+	if err == nil {
+		c.bytes += q.(interface{ Bytes() int64 }).Bytes()
+	}
+	return q, err
+}
 
 var mixedPlans = []Precision{
 	{Compute: backend.BF16}, {Compute: backend.F16}, {Compute: backend.BF16, Grads: backend.BF16},
 	{Compute: backend.F16, Grads: backend.F16, StochasticRounding: true},
 }
 
-// The plan of every precision is what New allocates, at the formats' native sizes.
+// The plan of every precision is what New, NewInference and NewInferenceInt8 allocate, at the
+// formats' native sizes (a forward-only model keeps one copy of the parameters, in the compute
+// format).
 func TestPrecisionMemoryPlanMatchesAllocations(t *testing.T) {
 	cfg := Config{BlockSize: 64, VocabSize: 101, PaddedVocabSize: 128, NumLayers: 3, NumHeads: 3, Channels: 60}
 	for _, prec := range append([]Precision{{}}, mixedPlans...) {
@@ -40,6 +49,20 @@ func TestPrecisionMemoryPlanMatchesAllocations(t *testing.T) {
 		}
 		if got := PlanBytes(cfg.PrecisionMemoryPlan(3, 11, prec)); got != be.bytes {
 			t.Errorf("%v: plan says %d bytes, New allocated %d", prec, got, be.bytes)
+		}
+		be = &countingDT{Backend: cpu.New(1)}
+		if _, err := NewInference(be, cfg, 3, 11, prec); err != nil {
+			t.Fatal(err)
+		}
+		if got := PlanBytes(cfg.InferenceMemoryPlan(3, 11, prec)); got != be.bytes {
+			t.Errorf("%v: inference plan says %d bytes, NewInference allocated %d", prec, got, be.bytes)
+		}
+		be = &countingDT{Backend: cpu.New(1)}
+		if _, _, err := NewInferenceInt8(be, cfg, 3, 11, prec, HostParams(make([]float32, cfg.NumParams()))); err != nil {
+			t.Fatal(err)
+		}
+		if got := PlanBytes(cfg.Int8InferenceMemoryPlan(3, 11, prec)); got != be.bytes {
+			t.Errorf("%v: int8 plan says %d bytes, NewInferenceInt8 allocated %d", prec, got, be.bytes)
 		}
 	}
 }

@@ -17,7 +17,8 @@ type Trainable struct {
 	be backend.Backend
 	// Flat buffers in ParamSpecs order; the AdamW moments mirror the parameters. Params is the
 	// fp32 master copy; forward and backward read Compute(), which is Params itself in fp32 and
-	// a 16-bit copy in a mixed plan (see Precision).
+	// a 16-bit copy in a mixed plan (see Precision). A frozen model has no master: its Params
+	// is Compute(), in the compute format.
 	Params, Grads, M, V backend.Buf
 	// Data-parallel layout: with ZeRO-1 shards, Params and Grads are views of the first
 	// NumParams elements of padded flat buffers, and M and V hold this rank's shard only.
@@ -53,9 +54,10 @@ func NewTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Par
 }
 
 // NewFrozen allocates the parameters of a model that only runs forward (sampling, evaluation,
-// attention maps): the fp32 master copy and, in a mixed plan, the 16-bit compute copy, but no
-// gradients and no AdamW moments, a quarter of NewTrainable's bytes in fp32. RunBackward refuses
-// to run on it; the update, gradient-norm and moment methods must not be called.
+// attention maps): one copy in the compute format, with no fp32 master in a mixed plan (SetParams
+// rounds the values as it uploads them, as the master's Convert would), no gradients and no AdamW
+// moments; a quarter of NewTrainable's bytes in fp32, a sixth in bf16. RunBackward refuses to run
+// on it; the update, gradient-norm and moment methods must not be called.
 func NewFrozen(be backend.Backend, specs []ParamSpec, prec Precision) (Trainable, error) {
 	return newTrainable(be, specs, prec, Parallel{}, true, nil)
 }
@@ -90,18 +92,15 @@ func newTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Par
 		}
 	}
 	if frozen {
-		t.Params = be.Alloc(n)
-		t.paramsFlat = t.Params
-	} else {
-		t.allocFlat(n)
+		t.Params = t.alloc(n, prec.Compute)
+		t.paramsFlat, t.compute = t.Params, t.Params
+		t.paramAll = t.TensorViews(t.Params)
+		return t, nil
 	}
+	t.allocFlat(n)
 	t.compute = t.Params
 	if prec.Mixed() {
 		t.compute = be.AllocDType(n, prec.Compute)
-	}
-	if frozen {
-		t.paramAll = t.TensorViews(t.Params)
-		return t, nil
 	}
 	if par.SeparateAccum {
 		t.gradScratch = t.alloc(n, prec.Grads)
@@ -146,9 +145,14 @@ func TrainableMemoryPlan(n int64, prec Precision, par Parallel, sizeOf func(back
 	return append(plan, backend.MemoryItem{Name: momentsName, Bytes: 2 * f32 * moments})
 }
 
-// FrozenMemoryPlan lists the bytes of NewFrozen's buffers for n parameters.
+// FrozenMemoryPlan lists the bytes of NewFrozen's buffers for n parameters: one copy, in the
+// compute format.
 func FrozenMemoryPlan(n int64, prec Precision, sizeOf func(backend.DType) int64) []backend.MemoryItem {
-	return paramsMemoryPlan(n, n, prec, sizeOf)
+	name := "parameters"
+	if prec.Mixed() {
+		name += " (" + prec.Compute.String() + ")"
+	}
+	return []backend.MemoryItem{{Name: name, Bytes: sizeOf(prec.Compute) * n}}
 }
 
 // paramsMemoryPlan is the parameters' part of a plan: the fp32 master copy (padded elements)
@@ -388,7 +392,7 @@ func (t *Trainable) ParamsChanged() { t.ParamsUpdatedAt(0) }
 // rounding its bits depend on the step; step 0 means no update yet: round to nearest). A resumed
 // run calls it with its last update's step, so that it continues from the same copy.
 func (t *Trainable) ParamsUpdatedAt(step int) {
-	if !t.prec.Mixed() {
+	if !t.prec.Mixed() || t.frozen { // a frozen model's Params is its compute copy
 		return
 	}
 	t.be.Convert(t.compute, t.Params, t.Params.Len(), t.updateSeed(step))
