@@ -24,3 +24,12 @@ func TestCUDATenAdamWStepsMatchPyTorch(t *testing.T) {
 func TestCUDAMixedPrecisionMatchesPyTorch(t *testing.T) {
 	testMixedPrecision(t, gputest.Backend(t, cuda.Options{TF32: false}))
 }
+
+// TestCUDAMatchesCPUAtHeadSize64 runs an encoder with GPT-2's head size (64), which the PyTorch
+// fixtures (head size 8) do not reach: its attention goes through the tiled and tensor-core
+// kernels, bidirectional, with padded sequences whose lengths cut through the key tiles. The
+// loss, every logit row and every gradient must match the CPU's (fp32, TF32 off: rounding only;
+// bf16: the CPU's emulation of the same storage plan, within 16-bit rounding).
+func TestCUDAMatchesCPUAtHeadSize64(t *testing.T) {
+	testMatchesCPUAtHeadSize64(t, gputest.Backend(t, cuda.Options{TF32: false}))
+}

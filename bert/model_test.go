@@ -2,6 +2,7 @@ package bert_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -375,4 +376,83 @@ func TestFiniteDifferences(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testMatchesCPUAtHeadSize64 is TestCUDAMatchesCPUAtHeadSize64 on backend be: an encoder of two
+// heads of 64 channels, a batch of three padded sequences (T=100; lengths 100, 77 and 33) with
+// token types and 15% masked positions, in fp32 and bf16, against cpu.New(0).
+func testMatchesCPUAtHeadSize64(t *testing.T, be backend.Backend) {
+	ref := cpu.New(0)
+	defer ref.Close()
+	cfg := bert.Config{BlockSize: 128, VocabSize: 100, PaddedVocabSize: 128, NumLayers: 2, NumHeads: 2, Channels: 128, TypeVocabSize: 2}
+	const B, T = 3, 100
+	rng := rand.New(rand.NewPCG(11, 12))
+	b := bert.Batch{B: B, T: T, Inputs: make([]int32, B*T), Targets: make([]int32, B*T), TokenTypes: make([]int32, B*T), Lengths: []int32{100, 77, 33}}
+	for i := range b.Inputs {
+		b.Inputs[i], b.TokenTypes[i], b.Targets[i] = rng.Int32N(int32(cfg.VocabSize)), rng.Int32N(2), -1
+		if i%T < int(b.Lengths[i/T]) && rng.Float64() < 0.15 {
+			b.Targets[i] = rng.Int32N(int32(cfg.VocabSize))
+		}
+	}
+	for _, c := range []struct {
+		prec                gpt.Precision
+		tol, normTol, lossT float64
+	}{{gpt.Precision{}, 1e-3, 1e-4, 1e-5}, {gpt.Precision{Compute: backend.BF16}, 0.1, 3e-2, 1e-2}} {
+		var params []float32
+		run := func(be backend.Backend) (loss float32, logits, grads []float32) {
+			m, err := bert.NewWithPrecision(be, cfg, B, T, c.prec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if params == nil {
+				m.Init(5)
+				params = download(be, m.Params)
+			} else if err := m.SetParams(params); err != nil {
+				t.Fatal(err)
+			}
+			nt := b
+			nt.Targets = nil
+			if _, err := m.ForwardBatch(nt); err != nil {
+				t.Fatal(err)
+			}
+			row := make([]float32, cfg.VocabSize)
+			for i := range B * T {
+				if err := m.LogitsRow(row, i/T, i%T); err != nil {
+					t.Fatal(err)
+				}
+				logits = append(logits, row...)
+			}
+			if loss, err = m.ForwardBatch(b); err != nil {
+				t.Fatal(err)
+			}
+			m.ZeroGrad()
+			if err := m.Backward(1); err != nil {
+				t.Fatal(err)
+			}
+			return loss, logits, download(be, m.Grads)
+		}
+		wantLoss, wantLogits, wantGrads := run(ref)
+		loss, logits, grads := run(be)
+		t.Logf("%v: loss %.6f, the CPU's %.6f", c.prec, loss, wantLoss)
+		if !near(float64(loss), float64(wantLoss), c.lossT) {
+			t.Errorf("%v: loss %v, the CPU's %v", c.prec, loss, wantLoss)
+		}
+		compare(t, c.prec.String()+" logits", logits, wantLogits, c.tol, c.normTol)
+		m, err := bert.New(ref, cfg, 1, 1) // for the specs' offsets
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range m.Specs() {
+			off := m.Offsets()[i]
+			compare(t, c.prec.String()+" grad."+s.Name, grads[off:off+s.Size()], wantGrads[off:off+s.Size()], c.tol, c.normTol)
+		}
+	}
+}
+
+// The GPU test's harness on a second CPU backend (one thread): the same bits, so every check
+// passes at any tolerance; it keeps the harness itself working where there is no GPU.
+func TestMatchesCPUAtHeadSize64Harness(t *testing.T) {
+	be := cpu.New(1)
+	defer be.Close()
+	testMatchesCPUAtHeadSize64(t, be)
 }

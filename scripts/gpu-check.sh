@@ -90,11 +90,11 @@ for spec in cuda:backend/cuda cpu:backend/cpu gpt:gpt bert:bert train:train nccl
 done
 # The mixed-precision checks by name, so their rows show even when the package passes as a whole.
 for spec in cuda:TestOps16MatchCPU cuda:TestConvertMatchesCPUBits gpt:TestCUDAMixedPrecisionTracksCPU train:TestCUDAMixedPrecisionResumeIsBitIdentical \
-    bert:TestCUDAForwardBackwardMatchesPyTorch bert:TestCUDATenAdamWStepsMatchPyTorch bert:TestCUDAMixedPrecisionMatchesPyTorch \
+    bert:TestCUDAForwardBackwardMatchesPyTorch bert:TestCUDATenAdamWStepsMatchPyTorch bert:TestCUDAMixedPrecisionMatchesPyTorch bert:TestCUDAMatchesCPUAtHeadSize64 \
     cuda:TestAttentionTensorCores cuda:TestMatmulTuning cuda:TestCrossEntropyPaths gpt:TestCUDAForwardTrainMatchesForward \
     cuda:TestGeluFusion cuda:TestMatchTargets cuda:TestMatmulEpilogueFallbacks cuda:TestGradStatsOnGPU cuda:TestAdamWAllOnGPU cuda:TestElementwiseVectorised cuda:TestAsyncDownload \
     cuda:TestEncoderBackwardPaths cuda:TestGraphReplays cuda:TestGraphRefusesHostWork train:TestCUDAPipelinedStepsMatch \
-    cuda:TestSideStreamOrder cuda:TestInt8MatchesCPUBits gpt:TestCUDAQuantizeInt8 gpt:TestCUDAInt8TracksCPU \
+    cuda:TestSideStreamOrder cuda:TestInt8MatchesCPUBits gpt:TestCUDAQuantizeInt8 gpt:TestCUDAInt8TracksCPU gpt:TestCUDANewInferenceInt8 \
     nccl:TestOneRank nccl:TestWatchdogEndsAStuckCollective; do
   t=${spec%%:*} name=${spec#*:}
   log=$work/test-$t.log
