@@ -42,33 +42,7 @@ func TestInferenceModelMatchesNew(t *testing.T) {
 		const B, T = 3, 24
 		m := randomModel(t, be, cfg, B, T, prec)
 		inf := inferenceTwin(t, m, B, T)
-		rng := rand.New(rand.NewPCG(5, 6))
-		for _, bt := range [][2]int{{B, T}, {2, 7}} {
-			b, tt := bt[0], bt[1]
-			inputs, targets := make([]int32, b*tt), make([]int32, b*tt)
-			for i := range inputs {
-				inputs[i], targets[i] = rng.Int32N(int32(cfg.VocabSize)), rng.Int32N(int32(cfg.VocabSize))
-			}
-			want, err := m.Forward(inputs, targets, b, tt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := inf.Forward(inputs, targets, b, tt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if math.Float32bits(got) != math.Float32bits(want) {
-				t.Errorf("%v (%d,%d): loss %v, the trainable model's %v", prec, b, tt, got, want)
-			}
-			wantRow, gotRow := make([]float32, cfg.PaddedVocabSize), make([]float32, cfg.PaddedVocabSize)
-			for i := range b * tt {
-				m.LogitsRow(wantRow, i/tt, i%tt)
-				inf.LogitsRow(gotRow, i/tt, i%tt)
-				if !slices.Equal(gotRow, wantRow) {
-					t.Fatalf("%v (%d,%d): logits of row %d differ", prec, b, tt, i)
-				}
-			}
-		}
+		sameForward(t, prec.String(), m, inf, rand.New(rand.NewPCG(5, 6)), [2]int{B, T}, [2]int{2, 7})
 		tokens := []int32{3, 17, 9, 42, 0, 42, 7, 10, 17}
 		for layer := range cfg.NumLayers {
 			want, err := m.Attention(tokens, layer)
@@ -116,6 +90,39 @@ func TestInferenceModelMatchesNew(t *testing.T) {
 		}
 		if math.Float32bits(got8) != math.Float32bits(want8) {
 			t.Errorf("%v int8: loss %v, the trainable model's %v", prec, got8, want8)
+		}
+	}
+}
+
+// sameForward runs want and got on the same random batch of each shape (B,T) and checks that
+// the losses and every logit row are the same bits.
+func sameForward(t *testing.T, label string, want, got *gpt.Model, rng *rand.Rand, shapes ...[2]int) {
+	t.Helper()
+	cfg := want.Config
+	for _, bt := range shapes {
+		b, tt := bt[0], bt[1]
+		inputs, targets := make([]int32, b*tt), make([]int32, b*tt)
+		for i := range inputs {
+			inputs[i], targets[i] = rng.Int32N(int32(cfg.VocabSize)), rng.Int32N(int32(cfg.VocabSize))
+		}
+		wantLoss, err := want.Forward(inputs, targets, b, tt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotLoss, err := got.Forward(inputs, targets, b, tt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Float32bits(gotLoss) != math.Float32bits(wantLoss) {
+			t.Errorf("%s (%d,%d): loss %v, want %v", label, b, tt, gotLoss, wantLoss)
+		}
+		wantRow, gotRow := make([]float32, cfg.PaddedVocabSize), make([]float32, cfg.PaddedVocabSize)
+		for i := range b * tt {
+			want.LogitsRow(wantRow, i/tt, i%tt)
+			got.LogitsRow(gotRow, i/tt, i%tt)
+			if !slices.Equal(gotRow, wantRow) {
+				t.Fatalf("%s (%d,%d): logits of row %d differ", label, b, tt, i)
+			}
 		}
 	}
 }

@@ -136,33 +136,7 @@ func testNewInferenceInt8(t *testing.T, be backend.Backend) {
 		if got, want := q.Params.Len(), cfg.NumParams()-L*12*C*C; got != want {
 			t.Errorf("%v: Params holds %d values, want %d (no matmul weights)", prec, got, want)
 		}
-		rng := rand.New(rand.NewPCG(9, 10))
-		for _, bt := range [][2]int{{B, T}, {2, 7}} {
-			b, tt := bt[0], bt[1]
-			inputs, targets := make([]int32, b*tt), make([]int32, b*tt)
-			for i := range inputs {
-				inputs[i], targets[i] = rng.Int32N(int32(cfg.VocabSize)), rng.Int32N(int32(cfg.VocabSize))
-			}
-			want, err := ref.Forward(inputs, targets, b, tt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := q.Forward(inputs, targets, b, tt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if math.Float32bits(got) != math.Float32bits(want) {
-				t.Errorf("%v (%d,%d): loss %v, QuantizeInt8's %v", prec, b, tt, got, want)
-			}
-			wantRow, gotRow := make([]float32, cfg.PaddedVocabSize), make([]float32, cfg.PaddedVocabSize)
-			for i := range b * tt {
-				ref.LogitsRow(wantRow, i/tt, i%tt)
-				q.LogitsRow(gotRow, i/tt, i%tt)
-				if !slices.Equal(gotRow, wantRow) {
-					t.Fatalf("%v (%d,%d): logits of row %d differ", prec, b, tt, i)
-				}
-			}
-		}
+		sameForward(t, prec.String()+" int8", ref, q, rand.New(rand.NewPCG(9, 10)), [2]int{B, T}, [2]int{2, 7})
 		tokens := []int32{3, 17, 9, 42, 0, 42, 7, 10, 17}
 		wantMap, err := ref.Attention(tokens, 1)
 		if err != nil {
