@@ -112,9 +112,10 @@ type Checkpoint struct {
 }
 
 // paramsSource is where VerifyWeights found the parameters: n float32s at offset in path's
-// file, whose CRC-32C is crc.
+// file f, kept open, whose CRC-32C is crc.
 type paramsSource struct {
 	path   string
+	f      *os.File
 	offset int64
 	n      int
 	crc    uint32
@@ -312,8 +313,21 @@ func LoadWeights(path string) (*Checkpoint, error) { return loadFile(path, weigh
 // VerifyWeights is LoadWeights for a reader with somewhere else to put the weights (a model on
 // a backend), so that they are never held twice: it verifies the whole file as LoadWeights
 // does, but reads the parameters only through the checksum, leaving Params nil. ReadParams then
-// reads them from the file a chunk at a time (and checks them again).
+// reads them from the file a chunk at a time (and checks them again). The file stays open
+// until Close, so a running trainer that prunes or replaces the checkpoint in the meantime does
+// not take it away.
 func VerifyWeights(path string) (*Checkpoint, error) { return loadFile(path, lazyWeights) }
+
+// Close closes the file VerifyWeights kept open (a no-op for other checkpoints); ReadParams
+// cannot be called after it.
+func (c *Checkpoint) Close() error {
+	if c.source == nil || c.source.f == nil {
+		return nil
+	}
+	f := c.source.f
+	c.source.f = nil
+	return f.Close()
+}
 
 // What loadFile keeps of a checkpoint's data.
 const (
@@ -351,17 +365,18 @@ func (c *Checkpoint) ReadParams(sink func(off int, chunk []float32) error) error
 		return nil
 	}
 	src := c.source
-	f, err := os.Open(src.path)
-	if err != nil {
-		return &loadError{src.path, "cannot be read again: " + err.Error(), err}
+	if src.f == nil {
+		return &loadError{src.path, "was closed after it was verified; load it again", nil}
 	}
-	defer f.Close()
 	crc := crc32.New(castagnoli)
-	r := io.TeeReader(io.NewSectionReader(f, src.offset, 4*int64(src.n)), crc)
+	r := io.TeeReader(io.NewSectionReader(src.f, src.offset, 4*int64(src.n)), crc)
+	changed := &loadError{src.path, "changed since it was verified (checksum mismatch); run the command again", ErrCorrupt}
 	buf := make([]float32, min(ioChunk, src.n))
 	for off := 0; off < src.n; off += len(buf) {
 		chunk := buf[:min(len(buf), src.n-off)]
-		if err := safetensors.ReadFloat32s(r, chunk); err != nil {
+		if err := safetensors.ReadFloat32s(r, chunk); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return changed // truncated since
+		} else if err != nil {
 			return &loadError{src.path, "cannot be read again: " + err.Error(), err}
 		}
 		if err := sink(off, chunk); err != nil {
@@ -369,7 +384,7 @@ func (c *Checkpoint) ReadParams(sink func(off int, chunk []float32) error) error
 		}
 	}
 	if crc.Sum32() != src.crc {
-		return corrupt(src.path, "changed since it was verified (checksum mismatch); load it again")
+		return changed
 	}
 	return nil
 }
@@ -382,12 +397,18 @@ func loadFile(path string, keep int) (*Checkpoint, error) {
 	if err != nil {
 		return nil, &loadError{path, "cannot be opened: " + err.Error(), err}
 	}
-	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
+		f.Close()
 		return nil, &loadError{path, "cannot be read: " + err.Error(), err}
 	}
-	return load(path, f, st.Size(), keep)
+	c, err := load(path, f, st.Size(), keep)
+	if err != nil || c.source == nil {
+		f.Close()
+		return c, err
+	}
+	c.source.f = f // VerifyWeights: ReadParams reads the parameters from it later
+	return c, nil
 }
 
 // load verifies and decodes a checkpoint of size bytes read from r, keeping what keep says;

@@ -164,14 +164,42 @@ func TestVerifyWeights(t *testing.T) {
 	if err := c.ReadParams(func(int, []float32) error { return stop }); err != stop {
 		t.Fatalf("a failing sink: %v", err)
 	}
+	// The file stays open: a trainer pruning the checkpoint meanwhile does not take it away.
+	if err := os.Rename(path, path+".pruned"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path + ".pruned"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := read(c); err != nil || !sameBits(got, want.Params) {
+		t.Fatalf("ReadParams after the file was removed: %d values, err %v", len(got), err)
+	}
+	c.Close()
+	if _, err := read(c); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("ReadParams after Close: %v", err)
+	}
+	// Changed in place (a flipped parameter, or truncated) after the verification.
+	saveTest(t, path, want)
 	headerEnd := 8 + int(raw[0]) + int(raw[1])<<8 + int(raw[2])<<16
 	b := bytes.Clone(raw)
 	b[headerEnd+4*ioChunk+2] ^= 0x10 // a parameter of the second chunk
+	for _, change := range [][]byte{b, raw[:headerEnd+4*ioChunk+100]} {
+		if c, err = VerifyWeights(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, change, 0o644); err != nil { // the same file, rewritten
+			t.Fatal(err)
+		}
+		if _, err := read(c); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "changed since it was verified") {
+			t.Fatalf("ReadParams of a file changed since: %v", err)
+		}
+		c.Close()
+		if err := os.WriteFile(path, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := read(c); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "changed since it was verified") {
-		t.Fatalf("ReadParams of a file changed since: %v", err)
 	}
 	if _, err := VerifyWeights(path); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("VerifyWeights of the changed file: %v", err)

@@ -98,6 +98,7 @@ func loadLatest(runDir string, load func(string) (*Checkpoint, error)) (c *Check
 	for _, e := range slices.Backward(entries) {
 		c, err := load(e.Path)
 		if err == nil && c.Step != e.Step {
+			c.Close()
 			err = fmt.Errorf("checkpoint %s holds step %d, not the step its name says", e.Path, c.Step)
 		}
 		if err != nil {

@@ -22,17 +22,33 @@ func (m *Model) QuantizeInt8() (Int8Stats, error) {
 	if m.int8 {
 		return Int8Stats{}, fmt.Errorf("the model is already int8")
 	}
+	// All or nothing: the weights are swapped in only once every one is quantized.
 	var st Int8Stats
+	type quantized struct {
+		i, l int
+		qw   backend.Buf
+	}
+	var done []quantized
 	for i, s := range m.specs {
 		if _, ok := int8Rows(s.Name, m.Config.Channels); ok {
 			for l, w := range m.fwd.byIndex(i) {
-				if err := m.quantizeLayer(&st, i, l, w); err != nil {
+				qw, err := m.quantizeLayer(&st, i, w)
+				if err != nil {
 					return Int8Stats{}, err
 				}
+				done = append(done, quantized{i, l, qw})
 			}
 		}
 	}
-	return st, m.quantizeHead(&st)
+	head, err := m.quantizeHead(&st)
+	if err != nil {
+		return Int8Stats{}, err
+	}
+	for _, q := range done {
+		m.fwd.byIndex(q.i)[q.l] = q.qw
+	}
+	m.fwd.head, m.int8 = head, true
+	return st, nil
 }
 
 // NewInferenceInt8 is NewInference followed by SetParamsFrom(read) and QuantizeInt8, the same
@@ -56,9 +72,11 @@ func NewInferenceInt8(be backend.Backend, cfg Config, maxB, maxT int, prec Preci
 			if lo+k == n { // layer l's weight is complete
 				w := be.View(stage, 0, n)
 				be.Upload(w, layer[:n]) // rounded to the compute format, as Convert rounds
-				if err := m.quantizeLayer(&st, i, l, w); err != nil {
+				qw, err := m.quantizeLayer(&st, i, w)
+				if err != nil {
 					return err
 				}
+				m.fwd.byIndex(i)[l] = qw
 			}
 			part, off = part[k:], off+k
 		}
@@ -67,39 +85,39 @@ func NewInferenceInt8(be backend.Backend, cfg Config, maxB, maxT int, prec Preci
 	if err != nil {
 		return nil, Int8Stats{}, err
 	}
-	if err := m.quantizeHead(&st); err != nil {
+	head, err := m.quantizeHead(&st)
+	if err != nil {
 		return nil, Int8Stats{}, err
 	}
+	m.fwd.head, m.int8 = head, true
 	return m, st, nil
 }
 
-// quantizeLayer makes weight, layer l's matmul weight of spec index i, fwd's int8 weight there,
-// adding its sizes to st.
-func (m *Model) quantizeLayer(st *Int8Stats, i, l int, weight backend.Buf) error {
+// quantizeLayer quantizes weight, a layer's matmul weight of spec index i, adding its sizes
+// to st.
+func (m *Model) quantizeLayer(st *Int8Stats, i int, weight backend.Buf) (backend.Buf, error) {
 	s := m.specs[i]
 	OC, _ := int8Rows(s.Name, m.Config.Channels)
 	C := s.Size() / m.Config.NumLayers / OC
 	qw, err := m.be.QuantizeInt8(weight, OC, C)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	m.fwd.byIndex(i)[l] = qw
 	st.Int8Bytes += int8Bytes(qw, OC, C)
 	st.FP32Bytes += 4 * int64(OC) * int64(C)
-	return nil
+	return qw, nil
 }
 
-// quantizeHead gives the LM head its int8 copy of wte, which then makes the model int8.
-func (m *Model) quantizeHead(st *Int8Stats) error {
+// quantizeHead quantizes wte for the LM head, adding its sizes to st.
+func (m *Model) quantizeHead(st *Int8Stats) (backend.Buf, error) {
 	c := m.Config
 	qw, err := m.be.QuantizeInt8(m.fwd.wte, c.PaddedVocabSize, c.Channels)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	m.fwd.head, m.int8 = qw, true
 	st.Int8Bytes += int8Bytes(qw, c.PaddedVocabSize, c.Channels)
 	st.FP32Bytes += 4 * int64(c.PaddedVocabSize) * int64(c.Channels)
-	return nil
+	return qw, nil
 }
 
 // int8Rows gives the output channels of the parameter tensor name per layer when an int8 model

@@ -1,6 +1,7 @@
 package gpt_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -170,5 +171,45 @@ func testNewInferenceInt8(t *testing.T, be backend.Backend) {
 	}
 	if _, _, err := gpt.NewInferenceInt8(be, cfg, B, T, gpt.Precision{}, gpt.HostParams(make([]float32, cfg.NumParams()-1))); err == nil || !strings.Contains(err.Error(), "parameter count") {
 		t.Errorf("a short parameter array: %v, want a count mismatch", err)
+	}
+}
+
+// failingQuantizer refuses the quantization after ok successful ones.
+type failingQuantizer struct {
+	backend.Backend
+	ok int
+}
+
+func (f *failingQuantizer) QuantizeInt8(w backend.Buf, OC, C int) (backend.Buf, error) {
+	if f.ok == 0 {
+		return nil, fmt.Errorf("out of memory")
+	}
+	f.ok--
+	return f.Backend.QuantizeInt8(w, OC, C)
+}
+
+// A QuantizeInt8 that fails partway leaves the float model as it was: every weight float, the
+// same loss, backward still allowed.
+func TestQuantizeInt8AllOrNothing(t *testing.T) {
+	be := &failingQuantizer{Backend: cpu.New(0)}
+	m := randomModel(t, be, kvConfig, 1, 8, gpt.Precision{})
+	tokens := []int32{3, 17, 9, 42, 0, 42, 7, 10}
+	want, err := m.Forward(tokens, tokens, 1, len(tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.ok = 3
+	if _, err := m.QuantizeInt8(); err == nil {
+		t.Fatal("the failing quantization succeeded")
+	}
+	got, err := m.Forward(tokens, tokens, 1, len(tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.IsInt8() || got != want {
+		t.Errorf("after a failed QuantizeInt8: int8 %v, loss %v (before %v)", m.IsInt8(), got, want)
+	}
+	if err := m.Backward(1); err != nil {
+		t.Errorf("backward after a failed QuantizeInt8: %v", err)
 	}
 }

@@ -70,7 +70,7 @@ type acts struct {
 }
 
 // New plans and allocates an fp32 model for batches of up to maxB sequences of up to maxT tokens.
-// Parameters are zero; call InitGPT2 or LoadParams.
+// Parameters are zero; call InitGPT2 or SetParams.
 func New(be backend.Backend, cfg Config, maxB, maxT int) (*Model, error) {
 	return NewWithPrecision(be, cfg, maxB, maxT, Precision{})
 }
@@ -277,10 +277,10 @@ func (m *Model) InitGPT2(seed uint64) {
 	// size (0.5 GB for GPT-2 124M) to the process's peak memory.
 	const chunk = 1 << 20
 	buf := make([]float32, min(chunk, c.NumParams()))
+	if m.int8 { // its int8 weights were made from the weights it was built with
+		panic("gpt: InitGPT2 on an int8 model; initialise a float model, then quantize it")
+	}
 	for i, s := range m.specs {
-		if m.Omitted(i) { // an int8 model's matmul weights: not in Params
-			continue
-		}
 		value := func(int) float32 { return 0 } // biases
 		switch s.Name {
 		case "ln1w", "ln2w", "lnfw":

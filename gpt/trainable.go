@@ -3,6 +3,7 @@ package gpt
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gpt2go/gpt2go/backend"
 )
@@ -69,7 +70,7 @@ func NewFrozenWithout(be backend.Backend, specs []ParamSpec, prec Precision, omi
 	if len(omit) != len(specs) {
 		return Trainable{}, fmt.Errorf("omit marks %d tensors, the model has %d", len(omit), len(specs))
 	}
-	return newTrainable(be, specs, prec, Parallel{}, true, omit)
+	return newTrainable(be, specs, prec, Parallel{}, true, slices.Clone(omit))
 }
 
 func newTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Parallel, frozen bool, omit []bool) (Trainable, error) {
@@ -169,7 +170,7 @@ func paramsMemoryPlan(n, padded int64, prec Precision, sizeOf func(backend.DType
 func (t *Trainable) Specs() []ParamSpec { return t.specs }
 
 // Offsets gives the start of each parameter tensor in the flat buffers (where an omitted one
-// would have started).
+// would have started: such a model's buffers are not the checkpoint layout).
 func (t *Trainable) Offsets() []int { return t.offsets }
 
 // Compute is the parameter copy forward and backward read: Params in fp32, the 16-bit copy in a
@@ -214,7 +215,7 @@ func (t *Trainable) setParamsFrom(read ParamsReader, omitted func(i, off int, pa
 			return fmt.Errorf("parameters out of order: a chunk at %d after %d values", off, next)
 		}
 		if len(chunk) > t.numParams-next {
-			return fmt.Errorf("parameter count mismatch: have more than %d, model needs %d", t.numParams, t.numParams)
+			return fmt.Errorf("parameter count mismatch: have at least %d, model needs %d", next+len(chunk), t.numParams)
 		}
 		for len(chunk) > 0 {
 			for next >= start+t.specs[i].Size() {

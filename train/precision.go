@@ -176,7 +176,7 @@ func (t *Trainer) precisionLine() string {
 
 // NewInferenceModel builds a forward-only model (gpt.NewInference: no gradients or moments) on
 // be for batches up to (B,T) holding the loaded weights (ReadParams), in the storage plan prec
-// (the weights are loaded into the fp32 master and rounded into the 16-bit copy).
+// (rounded to its compute format as they are uploaded: a forward-only model has no fp32 master).
 func (l *Loaded) NewInferenceModel(be backend.Backend, B, T int, prec gpt.Precision) (*gpt.Model, error) {
 	m, err := gpt.NewInference(be, l.Config, B, T, prec)
 	if err != nil {

@@ -641,7 +641,8 @@ func (t *Trainer) writeCheckpoint(m1, m2 backend.Buf) error {
 	return checkpoint.Prune(t.opts.RunDir, t.cfg.KeepCkpts)
 }
 
-// ParamTensors describes the model's flat parameter layout for a checkpoint.
+// ParamTensors describes the model's flat parameter layout for a checkpoint (a trainable or
+// NewInference model's; an int8 model's buffers leave its matmul weights out).
 func ParamTensors(m *gpt.Model) []checkpoint.ParamTensor { return paramTensors(m.Weights()) }
 
 func paramTensors(m *gpt.Trainable) []checkpoint.ParamTensor {

@@ -89,16 +89,21 @@ func (d *deviceFlags) checkInt8() error {
 // (B,T) in the --precision plan and, with --int8, an int8 inference model (without the float
 // matmul weights), saying on stderr how much its matmul weights take. The weights go straight
 // from the checkpoint file into the model when loadFlags.open left them there; otherwise it
-// drops loaded.Params, the host copy, once the model holds them, so that it can be freed.
+// drops loaded.Params, the host copy, once the model holds them, so that it can be freed (a
+// second model needs the weights loaded again).
 func (d *deviceFlags) newModel(loaded *train.Loaded, be backend.Backend, B, T int) (*gpt.Model, error) {
-	defer func() { loaded.Params = nil }()
 	if !d.int8 {
-		return loaded.NewInferenceModel(be, B, T, d.modelPrecision())
+		model, err := loaded.NewInferenceModel(be, B, T, d.modelPrecision())
+		if err == nil {
+			loaded.Params = nil
+		}
+		return model, err
 	}
 	model, st, err := gpt.NewInferenceInt8(be, loaded.Config, B, T, d.modelPrecision(), loaded.ReadParams)
 	if err != nil {
 		return nil, err
 	}
+	loaded.Params = nil
 	fmt.Fprintf(d.stderr, "int8 weights: %.1f MB (fp32: %.1f MB)\n", float64(st.Int8Bytes)/1e6, float64(st.FP32Bytes)/1e6)
 	return model, nil
 }
