@@ -107,18 +107,19 @@ type Checkpoint struct {
 	// Created is when the checkpoint was saved. Save uses the current time when it is zero.
 	Created time.Time
 
-	// source reads Params from the file when VerifyWeights left them there (Params nil).
-	source *paramsSource
+	// source reads Params (and M and V) from the file when Verify left them there.
+	source *dataSource
 }
 
-// paramsSource is where VerifyWeights found the parameters: n float32s at offset in path's
-// file f, kept open, whose CRC-32C is crc.
-type paramsSource struct {
-	path   string
-	f      *os.File
-	offset int64
-	n      int
-	crc    uint32
+// dataSource is where Verify found the flat arrays: in path's file f, kept open, n float32s
+// each from offset on (Params, then M and V when moments is set), whose CRC-32Cs are crc.
+type dataSource struct {
+	path    string
+	f       *os.File
+	offset  int64
+	n       int
+	moments bool
+	crc     [3]uint32
 }
 
 // Save writes c to path atomically: a reader (or a crash) sees the old file or the complete new
@@ -310,16 +311,16 @@ func Load(path string) (*Checkpoint, error) { return loadFile(path, everything) 
 // without keeping them, so M and V are nil and the checkpoint takes a third of the memory.
 func LoadWeights(path string) (*Checkpoint, error) { return loadFile(path, weightsOnly) }
 
-// VerifyWeights is LoadWeights for a reader with somewhere else to put the weights (a model on
-// a backend), so that they are never held twice: it verifies the whole file as LoadWeights
-// does, but reads the parameters only through the checksum, leaving Params nil. ReadParams then
-// reads them from the file a chunk at a time (and checks them again). The file stays open
-// until Close, so a running trainer that prunes or replaces the checkpoint in the meantime does
-// not take it away.
-func VerifyWeights(path string) (*Checkpoint, error) { return loadFile(path, lazyWeights) }
+// Verify is Load for a reader with somewhere else to put the arrays (a model on a backend), so
+// that they are never held twice: it verifies the whole file as Load does, but reads the data
+// only through the checksum, leaving Params, M and V nil. ReadParams and ReadMoments then read
+// them from the file a chunk at a time (and check them again). The file stays open until
+// Close, so a running trainer that prunes or replaces the checkpoint in the meantime does not
+// take it away.
+func Verify(path string) (*Checkpoint, error) { return loadFile(path, lazy) }
 
-// Close closes the file VerifyWeights kept open (a no-op for other checkpoints); ReadParams
-// cannot be called after it.
+// Close closes the file Verify kept open (a no-op for other checkpoints); ReadParams and
+// ReadMoments cannot be called after it.
 func (c *Checkpoint) Close() error {
 	if c.source == nil || c.source.f == nil {
 		return nil
@@ -333,11 +334,11 @@ func (c *Checkpoint) Close() error {
 const (
 	everything  = 0 // Load
 	weightsOnly = 1 // LoadWeights: the parameters, not the moments
-	lazyWeights = 2 // VerifyWeights: neither (ReadParams reads the parameters later)
+	lazy        = 2 // Verify: nothing (ReadParams and ReadMoments read it later)
 )
 
-// NumParams is the length of the flat parameter array (which Params holds unless VerifyWeights
-// left it in the file).
+// NumParams is the length of the flat parameter array (which Params holds unless Verify left it
+// in the file).
 func (c *Checkpoint) NumParams() int {
 	if len(c.Tensors) == 0 {
 		return 0
@@ -350,15 +351,40 @@ func (c *Checkpoint) NumParams() int {
 	return last.Offset + n
 }
 
+// HasMoments says whether the checkpoint holds the AdamW moments (in M and V, or in the file
+// Verify left them in); a weights-only export does not.
+func (c *Checkpoint) HasMoments() bool {
+	if c.source != nil {
+		return c.source.moments
+	}
+	return c.M != nil && c.V != nil
+}
+
 // ReadParams calls sink with the flat parameter array in order, a chunk at a time (off is the
-// chunk's offset in the array): from Params, or from the file that VerifyWeights verified, and
-// then, if what it read no longer matches the checksum taken then (the file was replaced or
-// damaged since), it returns an ErrCorrupt error and sink has seen wrong values. sink's chunks
-// are only valid during the call. An error from sink stops the reading and is returned.
+// chunk's offset in the array): from Params, or from the file that Verify verified, and then,
+// if what it read no longer matches the checksum taken then (the file was replaced or damaged
+// since), it returns an ErrCorrupt error and sink has seen wrong values. sink's chunks are only
+// valid during the call. An error from sink stops the reading and is returned.
 func (c *Checkpoint) ReadParams(sink func(off int, chunk []float32) error) error {
+	return c.read(0, c.Params, sink)
+}
+
+// ReadMoments is ReadParams for the AdamW moments: all of M into m, then all of V into v.
+func (c *Checkpoint) ReadMoments(m, v func(off int, chunk []float32) error) error {
+	if !c.HasMoments() {
+		return fmt.Errorf("the checkpoint holds no AdamW moments")
+	}
+	if err := c.read(1, c.M, m); err != nil {
+		return err
+	}
+	return c.read(2, c.V, v)
+}
+
+// read hands flat array i (0 Params, 1 M, 2 V) to sink: mem, or the file's copy.
+func (c *Checkpoint) read(i int, mem []float32, sink func(off int, chunk []float32) error) error {
 	if c.source == nil {
-		for off := 0; off < len(c.Params); off += ioChunk {
-			if err := sink(off, c.Params[off:min(off+ioChunk, len(c.Params))]); err != nil {
+		for off := 0; off < len(mem); off += ioChunk {
+			if err := sink(off, mem[off:min(off+ioChunk, len(mem))]); err != nil {
 				return err
 			}
 		}
@@ -368,8 +394,9 @@ func (c *Checkpoint) ReadParams(sink func(off int, chunk []float32) error) error
 	if src.f == nil {
 		return &loadError{src.path, "was closed after it was verified; load it again", nil}
 	}
+	size := 4 * int64(src.n)
 	crc := crc32.New(castagnoli)
-	r := io.TeeReader(io.NewSectionReader(src.f, src.offset, 4*int64(src.n)), crc)
+	r := io.TeeReader(io.NewSectionReader(src.f, src.offset+int64(i)*size, size), crc)
 	changed := &loadError{src.path, "changed since it was verified (checksum mismatch); run the command again", ErrCorrupt}
 	buf := make([]float32, min(ioChunk, src.n))
 	for off := 0; off < src.n; off += len(buf) {
@@ -383,7 +410,7 @@ func (c *Checkpoint) ReadParams(sink func(off int, chunk []float32) error) error
 			return err
 		}
 	}
-	if crc.Sum32() != src.crc {
+	if crc.Sum32() != src.crc[i] {
 		return changed
 	}
 	return nil
@@ -407,7 +434,7 @@ func loadFile(path string, keep int) (*Checkpoint, error) {
 		f.Close()
 		return c, err
 	}
-	c.source.f = f // VerifyWeights: ReadParams reads the parameters from it later
+	c.source.f = f // Verify: ReadParams and ReadMoments read the data from it later
 	return c, nil
 }
 
@@ -538,8 +565,8 @@ func decodeHeader(path string, h *safetensors.Header, keep int) (*Checkpoint, er
 		return nil, corrupt(path, "%s is %q but the tensors hold %d", keyNumParams, meta[keyNumParams], numParams)
 	}
 	// Sizes were checked against the file's size by ReadHeader, so these allocations are bounded.
-	if keep == lazyWeights {
-		c.source = &paramsSource{path: path, offset: h.DataOffset, n: numParams}
+	if keep == lazy {
+		c.source = &dataSource{path: path, offset: h.DataOffset, n: numParams, moments: hasMoments}
 		return c, nil
 	}
 	c.Params = make([]float32, numParams)
@@ -556,16 +583,23 @@ func isMoment(name string) bool {
 
 // readData fills c's flat arrays from the data buffer, checksumming as it reads; what follows
 // them (the moments that LoadWeights leaves out) only goes through the checksum. A checksum
-// mismatch is ErrCorrupt. For VerifyWeights (c.source set) the parameters go through the
-// checksum too, and c.source keeps the checksum of theirs for ReadParams.
+// mismatch is ErrCorrupt. For Verify (c.source set) every array goes through the checksum
+// only, and c.source keeps each one's own checksum for ReadParams and ReadMoments.
 func readData(f io.ReaderAt, h *safetensors.Header, c *Checkpoint) error {
 	crc := crc32.New(castagnoli)
 	r := io.TeeReader(io.NewSectionReader(f, h.DataOffset, h.DataSize), crc)
 	if src := c.source; src != nil {
-		if _, err := io.CopyN(io.Discard, r, 4*int64(src.n)); err != nil {
-			return err
+		arrays := 1
+		if src.moments {
+			arrays = 3
 		}
-		src.crc = crc.Sum32()
+		for i := range arrays {
+			part := crc32.New(castagnoli)
+			if _, err := io.CopyN(part, r, 4*int64(src.n)); err != nil {
+				return err
+			}
+			src.crc[i] = part.Sum32()
+		}
 	}
 	for _, x := range c.buffers() {
 		for chunk := range slices.Chunk(x, ioChunk) {

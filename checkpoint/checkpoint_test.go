@@ -115,10 +115,10 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-// VerifyWeights reads no data but checks it all; ReadParams then gives the parameters in
-// consecutive chunks (this checkpoint spans three), and fails with ErrCorrupt when the file's
-// parameters change after the verification; LoadLatestVerified picks the newest good one.
-func TestVerifyWeights(t *testing.T) {
+// Verify reads no data but checks it all; ReadParams and ReadMoments then give the arrays in
+// consecutive chunks (this checkpoint spans three), and fail with ErrCorrupt when the file
+// changes after the verification; LoadLatestVerified picks the newest good one.
+func TestVerify(t *testing.T) {
 	const n = 2*ioChunk + 12345
 	want := &Checkpoint{
 		Step:    3,
@@ -147,11 +147,19 @@ func TestVerifyWeights(t *testing.T) {
 		t.Fatal(err, warnings)
 	}
 	if c.Params != nil || c.M != nil || c.NumParams() != n || c.Step != 3 || !reflect.DeepEqual(c.Tensors, want.Tensors) {
-		t.Fatalf("VerifyWeights: %d params held, %d counted, step %d, tensors %v", len(c.Params), c.NumParams(), c.Step, c.Tensors)
+		t.Fatalf("Verify: %d params held, %d counted, step %d, tensors %v", len(c.Params), c.NumParams(), c.Step, c.Tensors)
 	}
 	got, err := read(c)
 	if err != nil || !sameBits(got, want.Params) {
 		t.Fatalf("ReadParams: %d values, err %v", len(got), err)
+	}
+	moments := func(c *Checkpoint) (m, v []float32, err error) {
+		err = c.ReadMoments(func(off int, chunk []float32) error { m = append(m, chunk...); return nil },
+			func(off int, chunk []float32) error { v = append(v, chunk...); return nil })
+		return m, v, err
+	}
+	if m, v, err := moments(c); err != nil || !c.HasMoments() || !sameBits(m, want.M) || !sameBits(v, want.V) {
+		t.Fatalf("ReadMoments: %d and %d values, err %v", len(m), len(v), err)
 	}
 	eager, err := LoadWeights(path)
 	if err != nil {
@@ -159,6 +167,16 @@ func TestVerifyWeights(t *testing.T) {
 	}
 	if got, err := read(eager); err != nil || !sameBits(got, want.Params) {
 		t.Fatalf("ReadParams of LoadWeights' checkpoint: %d values, err %v", len(got), err)
+	}
+	if _, _, err := moments(eager); err == nil || eager.HasMoments() {
+		t.Fatal("ReadMoments of LoadWeights' checkpoint (no moments) did not fail")
+	}
+	full, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, v, err := moments(full); err != nil || !sameBits(m, want.M) || !sameBits(v, want.V) {
+		t.Fatalf("ReadMoments of Load's checkpoint: %d and %d values, err %v", len(m), len(v), err)
 	}
 	stop := errors.New("sink full")
 	if err := c.ReadParams(func(int, []float32) error { return stop }); err != stop {
@@ -183,15 +201,22 @@ func TestVerifyWeights(t *testing.T) {
 	headerEnd := 8 + int(raw[0]) + int(raw[1])<<8 + int(raw[2])<<16
 	b := bytes.Clone(raw)
 	b[headerEnd+4*ioChunk+2] ^= 0x10 // a parameter of the second chunk
-	for _, change := range [][]byte{b, raw[:headerEnd+4*ioChunk+100]} {
-		if c, err = VerifyWeights(path); err != nil {
+	inV := bytes.Clone(raw)
+	inV[headerEnd+2*4*n+4*ioChunk+2] ^= 0x10 // a second moment of the second chunk
+	for i, change := range [][]byte{b, raw[:headerEnd+4*ioChunk+100], inV} {
+		if c, err = Verify(path); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(path, change, 0o644); err != nil { // the same file, rewritten
 			t.Fatal(err)
 		}
-		if _, err := read(c); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "changed since it was verified") {
-			t.Fatalf("ReadParams of a file changed since: %v", err)
+		if i == 2 {
+			_, _, err = moments(c)
+		} else {
+			_, err = read(c)
+		}
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "changed since it was verified") {
+			t.Fatalf("change %d: reading a file changed since: %v", i, err)
 		}
 		c.Close()
 		if err := os.WriteFile(path, raw, 0o644); err != nil {
@@ -201,8 +226,8 @@ func TestVerifyWeights(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := VerifyWeights(path); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("VerifyWeights of the changed file: %v", err)
+	if _, err := Verify(path); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Verify of the changed file: %v", err)
 	}
 }
 
@@ -405,9 +430,9 @@ func TestLoadErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(dir, fmt.Sprintf("case%02d.safetensors", i))
 			tt.create(path)
-			// LoadWeights keeps no moments and VerifyWeights no data at all, but both verify
+			// LoadWeights keeps no moments and Verify no data at all, but both verify
 			// everything all the same (the flipped data byte is in the second moment).
-			for _, load := range []func(string) (*Checkpoint, error){Load, LoadWeights, VerifyWeights} {
+			for _, load := range []func(string) (*Checkpoint, error){Load, LoadWeights, Verify} {
 				c, err := load(path)
 				if err == nil {
 					t.Fatalf("loaded %+v", c)
@@ -469,9 +494,9 @@ func FuzzLoad(f *testing.F) {
 		if (err == nil) != (werr == nil) || (err == nil && (w.M != nil || !sameBits(w.Params, c.Params))) {
 			t.Fatalf("Load and LoadWeights disagree: %v, %v", err, werr)
 		}
-		v, verr := load(path, bytes.NewReader(data), int64(len(data)), lazyWeights)
+		v, verr := load(path, bytes.NewReader(data), int64(len(data)), lazy)
 		if (err == nil) != (verr == nil) || (err == nil && (v.Params != nil || v.M != nil || v.NumParams() != len(c.Params))) {
-			t.Fatalf("Load and VerifyWeights disagree: %v, %v", err, verr)
+			t.Fatalf("Load and Verify disagree: %v, %v", err, verr)
 		}
 		if err != nil {
 			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "checkpoint "+path+" ") {

@@ -81,10 +81,10 @@ func LoadLatestWeights(runDir string) (c *Checkpoint, path string, warnings []er
 	return loadLatest(runDir, LoadWeights)
 }
 
-// LoadLatestVerified is LoadLatest with VerifyWeights: the newest good checkpoint, verified,
-// whose parameters ReadParams reads.
+// LoadLatestVerified is LoadLatest with Verify: the newest good checkpoint, verified, whose
+// arrays ReadParams and ReadMoments read.
 func LoadLatestVerified(runDir string) (c *Checkpoint, path string, warnings []error, err error) {
-	return loadLatest(runDir, VerifyWeights)
+	return loadLatest(runDir, Verify)
 }
 
 func loadLatest(runDir string, load func(string) (*Checkpoint, error)) (c *Checkpoint, path string, warnings []error, err error) {

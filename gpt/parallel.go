@@ -135,8 +135,42 @@ func (m *Trainable) SetMoments(m1, m2 []float32) error {
 	if len(m1) != n || len(m2) != n {
 		return fmt.Errorf("moment count mismatch: have %d and %d, model needs %d", len(m1), len(m2), n)
 	}
+	return m.SetMomentsFrom(func(s1, s2 func(int, []float32) error) error {
+		if err := HostParams(m1)(s1); err != nil {
+			return err
+		}
+		return HostParams(m2)(s2)
+	})
+}
+
+// SetMomentsFrom is SetMoments for moments that read hands over a chunk at a time: all of the
+// first moment to its first sink, then all of the second to the other (as a checkpoint's
+// ReadMoments does), each in consecutive chunks over all parameters; with ZeRO-1 this rank
+// keeps the parts in its shard. On an error the moments are partly written.
+func (m *Trainable) SetMomentsFrom(read func(m1, m2 func(off int, chunk []float32) error) error) error {
+	n := m.Params.Len()
 	off, _, real := m.Shard()
-	m.be.Upload(m.M, m1[off:off+real])
-	m.be.Upload(m.V, m2[off:off+real])
+	var got [2]int
+	sink := func(k int, dst backend.Buf) func(int, []float32) error {
+		return func(at int, chunk []float32) error {
+			switch {
+			case at != got[k]:
+				return fmt.Errorf("moments out of order: a chunk at %d after %d values", at, got[k])
+			case len(chunk) > n-at:
+				return fmt.Errorf("moment count mismatch: have at least %d, model needs %d", at+len(chunk), n)
+			}
+			got[k] += len(chunk)
+			if lo, hi := max(at, off), min(at+len(chunk), off+real); lo < hi {
+				m.be.Upload(m.be.View(dst, lo-off, hi-lo), chunk[lo-at:hi-at])
+			}
+			return nil
+		}
+	}
+	if err := read(sink(0, m.M), sink(1, m.V)); err != nil {
+		return err
+	}
+	if got != [2]int{n, n} {
+		return fmt.Errorf("moment count mismatch: have %d and %d, model needs %d", got[0], got[1], n)
+	}
 	return nil
 }

@@ -127,7 +127,7 @@ func LoadBERT(path string) (*LoadedBERT, error) {
 }
 
 // loadRun reads the weights of a gpt2go checkpoint (a run directory's newest good one, or a
-// file; checkpoint.LoadWeights, or checkpoint.VerifyWeights when lazy) and its run config,
+// file; checkpoint.LoadWeights, or checkpoint.Verify when lazy) and its run config,
 // checking the parameter count against the config.
 func loadRun(path string, isDir, lazy bool) (*checkpoint.Checkpoint, *Config, string, error) {
 	var ck *checkpoint.Checkpoint
@@ -135,7 +135,7 @@ func loadRun(path string, isDir, lazy bool) (*checkpoint.Checkpoint, *Config, st
 	src := path
 	load, latest := checkpoint.LoadWeights, checkpoint.LoadLatestWeights
 	if lazy {
-		load, latest = checkpoint.VerifyWeights, checkpoint.LoadLatestVerified
+		load, latest = checkpoint.Verify, checkpoint.LoadLatestVerified
 	}
 	if isDir {
 		var warnings []error

@@ -181,6 +181,7 @@ func openLocked(opts Options) (*Trainer, error) {
 		if ck, err = t.loadForResume(); err != nil {
 			return nil, err
 		}
+		defer ck.Close()
 	} else {
 		if t.rank0() {
 			if err := prepareRunDir(opts.RunDir, opts.Force); err != nil {
@@ -279,7 +280,9 @@ func prepareRunDir(dir string, force bool) error {
 
 func (t *Trainer) loadForResume() (*checkpoint.Checkpoint, error) {
 	dir := t.opts.RunDir
-	ck, path, warnings, err := checkpoint.LoadLatest(dir)
+	// Verified whole but not read: restore streams it into the model, so the process never holds
+	// the parameters and both moments twice.
+	ck, path, warnings, err := checkpoint.LoadLatestVerified(dir)
 	if err != nil {
 		return nil, fmt.Errorf("resume %s: %w", dir, err)
 	}
@@ -358,13 +361,13 @@ func (t *Trainer) initWeights() error {
 }
 
 func (t *Trainer) restore(ck *checkpoint.Checkpoint) error {
-	if err := t.w.SetParams(ck.Params); err != nil {
-		return fmt.Errorf("resume: %w", err)
-	}
-	if ck.M == nil || ck.V == nil {
+	if !ck.HasMoments() {
 		return fmt.Errorf("resume: checkpoint at step %d has no optimizer state (it is a weights-only export)", ck.Step)
 	}
-	if err := t.w.SetMoments(ck.M, ck.V); err != nil {
+	if err := t.w.SetParamsFrom(ck.ReadParams); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if err := t.w.SetMomentsFrom(ck.ReadMoments); err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
 	// The 16-bit parameter copy as the last update wrote it (its stochastic rounding is seeded
