@@ -2,6 +2,8 @@ package gpt_test
 
 import (
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -195,5 +197,57 @@ func TestZeroShardsMoments(t *testing.T) {
 	}
 	if _, err := gpt.NewParallel(be, cfg, 1, 4, gpt.Precision{}, gpt.Parallel{Shards: 2, Rank: 2}); err == nil {
 		t.Fatal("rank 2 of 2 shards was accepted")
+	}
+}
+
+// SetMomentsFrom with chunks that cut across shard boundaries keeps each rank's part of both
+// moments, as SetMoments does (whole, and 3 shards of which the last is padded); out-of-order
+// chunks and wrong counts are refused.
+func TestSetMomentsFrom(t *testing.T) {
+	be := cpu.New(1)
+	n := parallelConfig.NumParams()
+	m1, m2 := make([]float32, n), make([]float32, n)
+	for i := range m1 {
+		m1[i], m2[i] = float32(i), -float32(i)/2
+	}
+	both := func(a, b gpt.ParamsReader) func(s1, s2 func(int, []float32) error) error {
+		return func(s1, s2 func(int, []float32) error) error {
+			if err := a(s1); err != nil {
+				return err
+			}
+			return b(s2)
+		}
+	}
+	for _, par := range []gpt.Parallel{{}, {Shards: 3, Rank: 0}, {Shards: 3, Rank: 2}} {
+		want, err := gpt.NewParallel(be, parallelConfig, 1, 4, gpt.Precision{}, par)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := gpt.NewParallel(be, parallelConfig, 1, 4, gpt.Precision{}, par)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := want.SetMoments(m1, m2); err != nil {
+			t.Fatal(err)
+		}
+		if err := got.SetMomentsFrom(both(chunked(m1, 1001), chunked(m2, 777))); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(download(be, got.M), download(be, want.M)) || !slices.Equal(download(be, got.V), download(be, want.V)) {
+			t.Errorf("%+v: SetMomentsFrom's moments differ from SetMoments'", par)
+		}
+		for _, c := range []struct {
+			name string
+			read func(s1, s2 func(int, []float32) error) error
+			want string
+		}{
+			{"short", both(chunked(m1, 1001), chunked(m2[:n-1], 777)), "count mismatch"},
+			{"long", both(chunked(append(slices.Clone(m1), 0), 1001), chunked(m2, 777)), "count mismatch"},
+			{"out of order", func(s1, _ func(int, []float32) error) error { return s1(3, m1[3:]) }, "out of order"},
+		} {
+			if err := got.SetMomentsFrom(c.read); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%+v %s: %v, want an error with %q", par, c.name, err, c.want)
+			}
+		}
 	}
 }
