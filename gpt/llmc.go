@@ -21,55 +21,107 @@ const (
 
 // ReadLLMC reads an llm.c fp32 model file and returns its config and flat parameters.
 func ReadLLMC(path string) (Config, []float32, error) {
+	cfg, read, err := OpenLLMC(path)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	params := make([]float32, cfg.NumParams())
+	if err := read(func(off int, chunk []float32) error { copy(params[off:], chunk); return nil }); err != nil {
+		return Config{}, nil, err
+	}
+	return cfg, params, nil
+}
+
+// OpenLLMC checks an llm.c fp32 model file's header and size and returns its config and a
+// reader of its flat parameters, which reads them from the file a chunk at a time when called
+// (checking the header again), so that a model on a backend is filled without a host copy.
+func OpenLLMC(path string) (Config, ParamsReader, error) {
+	f, cfg, err := openLLMC(path)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	f.Close()
+	read := func(sink func(off int, chunk []float32) error) error {
+		f, now, err := openLLMC(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if now != cfg {
+			return fmt.Errorf("llm.c model %s changed since it was opened (%+v, was %+v); run the command again", path, now, cfg)
+		}
+		n := cfg.NumParams()
+		buf := make([]float32, min(n, 1<<20))
+		for off := 0; off < n; off += len(buf) {
+			chunk := buf[:min(len(buf), n-off)]
+			if err := safetensors.ReadFloat32s(f, chunk); err != nil {
+				return fmt.Errorf("llm.c model %s: %w", path, err)
+			}
+			if err := sink(off, chunk); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return cfg, read, nil
+}
+
+// openLLMC opens an llm.c model file and checks its header and size, leaving the file at the
+// first parameter.
+func openLLMC(path string) (*os.File, Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return Config{}, nil, fmt.Errorf("llm.c model: %w", err)
+		return nil, Config{}, fmt.Errorf("llm.c model: %w", err)
 	}
-	defer f.Close()
+	cfg, err := checkLLMC(f, path)
+	if err != nil {
+		f.Close()
+		return nil, Config{}, err
+	}
+	return f, cfg, nil
+}
+
+func checkLLMC(f *os.File, path string) (Config, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return Config{}, nil, fmt.Errorf("llm.c model %s: %w", path, err)
+		return Config{}, fmt.Errorf("llm.c model %s: %w", path, err)
 	}
 	if st.Size() == 0 {
-		return Config{}, nil, fmt.Errorf("llm.c model %s is empty", path)
+		return Config{}, fmt.Errorf("llm.c model %s is empty", path)
 	}
 	var hdr [llmcHeaderInts]int32
 	if st.Size() < llmcHeaderInts*4 {
-		return Config{}, nil, fmt.Errorf("llm.c model %s is truncated: %d bytes, shorter than its 1024-byte header", path, st.Size())
+		return Config{}, fmt.Errorf("llm.c model %s is truncated: %d bytes, shorter than its 1024-byte header", path, st.Size())
 	}
 	if err := binary.Read(f, binary.LittleEndian, hdr[:]); err != nil {
-		return Config{}, nil, fmt.Errorf("llm.c model %s: read header: %w", path, err)
+		return Config{}, fmt.Errorf("llm.c model %s: read header: %w", path, err)
 	}
 	if hdr[0] != LLMCMagic {
-		return Config{}, nil, fmt.Errorf("llm.c model %s has wrong magic %d (want %d); is it an llm.c gpt2_*.bin model file?", path, hdr[0], LLMCMagic)
+		return Config{}, fmt.Errorf("llm.c model %s has wrong magic %d (want %d); is it an llm.c gpt2_*.bin model file?", path, hdr[0], LLMCMagic)
 	}
 	if hdr[1] != llmcVersion {
 		hint := ""
 		if hdr[1] == 5 {
 			hint = " (bf16); export an fp32 model (version 3) instead"
 		}
-		return Config{}, nil, fmt.Errorf("llm.c model %s has version %d%s; gpt2go reads version %d", path, hdr[1], hint, llmcVersion)
+		return Config{}, fmt.Errorf("llm.c model %s has version %d%s; gpt2go reads version %d", path, hdr[1], hint, llmcVersion)
 	}
 	cfg := Config{
 		BlockSize: int(hdr[2]), VocabSize: int(hdr[3]), NumLayers: int(hdr[4]),
 		NumHeads: int(hdr[5]), Channels: int(hdr[6]), PaddedVocabSize: int(hdr[7]),
 	}
 	if err := cfg.Validate(); err != nil {
-		return Config{}, nil, fmt.Errorf("llm.c model %s has a bad header: %w", path, err)
+		return Config{}, fmt.Errorf("llm.c model %s has a bad header: %w", path, err)
 	}
 	if cfg.BlockSize > 1<<20 || cfg.Channels > 1<<16 || cfg.NumLayers > 1<<10 || cfg.PaddedVocabSize > 1<<22 {
-		return Config{}, nil, fmt.Errorf("llm.c model %s has an implausible header (%+v); the file is corrupt", path, cfg)
+		return Config{}, fmt.Errorf("llm.c model %s has an implausible header (%+v); the file is corrupt", path, cfg)
 	}
 	n := cfg.NumParams()
 	want := int64(llmcHeaderInts*4) + int64(n)*4
 	if st.Size() != want {
-		return Config{}, nil, fmt.Errorf("llm.c model %s is %d bytes but its header implies %d (%d params); the file is truncated or corrupt", path, st.Size(), want, n)
+		return Config{}, fmt.Errorf("llm.c model %s is %d bytes but its header implies %d (%d params); the file is truncated or corrupt", path, st.Size(), want, n)
 	}
-	params := make([]float32, n)
-	if err := safetensors.ReadFloat32s(f, params); err != nil {
-		return Config{}, nil, fmt.Errorf("llm.c model %s: %w", path, err)
-	}
-	return cfg, params, nil
+	return cfg, nil
 }
 
 // WriteLLMC writes cfg and flat parameters as an llm.c fp32 model file, atomically.

@@ -204,6 +204,21 @@ func TestHalfPrecisionWeights(t *testing.T) {
 			t.Fatalf("param %d: BF16 read as %g, want %g", i, half.Params[i], want)
 		}
 	}
+	// Read a few elements at a time (the wte fixture spans many such pieces): the same values.
+	defer hf.SetReadChunk(7)()
+	for _, dir := range []string{fixtureDir, variant(t, toBF16, nil)} {
+		again, err := hf.Read(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := full.Params
+		if dir != fixtureDir {
+			want = half.Params
+		}
+		if !slices.Equal(again.Params, want) {
+			t.Errorf("%s read 7 elements at a time differs", dir)
+		}
+	}
 }
 
 // randomModel is a gpt2go model with random weights and zero padded vocabulary rows, as training
@@ -244,6 +259,25 @@ func TestRoundTrip(t *testing.T) {
 		if math.Float32bits(m.Params[i]) != math.Float32bits(params[i]) {
 			t.Fatalf("param %d: %g after the round trip, was %g", i, m.Params[i], params[i])
 		}
+	}
+	// Open leaves the weights in the file; ReadParams streams them in gpt2go's order, in
+	// consecutive chunks (zeros for the padded vocabulary rows), the same bits.
+	lazy, err := hf.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streamed []float32
+	if err := lazy.ReadParams(func(off int, chunk []float32) error {
+		if off != len(streamed) {
+			t.Fatalf("a chunk at %d after %d values", off, len(streamed))
+		}
+		streamed = append(streamed, chunk...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if lazy.Params != nil || lazy.Config != cfg || !slices.Equal(streamed, params) {
+		t.Fatalf("Open + ReadParams: %d values (held %d), config %+v", len(streamed), len(lazy.Params), lazy.Config)
 	}
 	again := t.TempDir()
 	if _, err := hf.Write(again, m.Config, m.Params, tokenizer.Byte()); err != nil {

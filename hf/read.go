@@ -19,7 +19,9 @@ import (
 // Model is a Hugging Face GPT-2 model in gpt2go's layout.
 type Model struct {
 	Config gpt.Config
-	Params []float32 // gpt.ParamSpecs order; the padded vocabulary rows are zero
+	// Params are the weights in gpt.ParamSpecs order, the padded vocabulary rows zero; nil from
+	// Open, whose ReadParams reads them from the file.
+	Params []float32
 	Source string    // the model.safetensors read
 	// Ignored lists the file's tensors that a GPT-2 language model does not use (say, a
 	// classification head), which were skipped. The attention buffers are not listed.
@@ -74,18 +76,60 @@ func Inspect(path string) (gpt.Config, error) {
 
 // Read reads a Hugging Face GPT-2 model (see Inspect for path) into gpt2go's flat layout.
 func Read(path string) (*Model, error) {
+	m, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	params := make([]float32, m.Config.NumParams())
+	if err := m.ReadParams(func(off int, chunk []float32) error { copy(params[off:], chunk); return nil }); err != nil {
+		return nil, err
+	}
+	m.Params = params
+	return m, nil
+}
+
+// readChunk is how many elements of a tensor that needs no transpose ReadParams reads at a time
+// (a variable for the tests).
+var readChunk = 1 << 20
+
+// Open is Read without reading the weights: it checks the model as Inspect does, and
+// ReadParams then hands them over a tensor at a time, so that a model on a backend is filled
+// without a host copy of them all.
+func Open(path string) (*Model, error) {
 	src, f, err := open(path)
 	if err != nil {
 		return nil, err
 	}
+	f.Close()
+	return &Model{Config: src.cfg, Source: src.path, Ignored: src.ignored}, nil
+}
+
+// ReadParams hands the weights to sink in gpt2go's flat layout (a gpt.ParamsReader): from
+// Params, or from the file Open checked, in consecutive chunks, each tensor converted to
+// float32 and, for Conv1D weights, transposed to (out, in); the padded vocabulary rows are
+// zeros. A tied lm_head.weight must equal wte.weight.
+func (m *Model) ReadParams(sink func(off int, chunk []float32) error) error {
+	if m.Params != nil {
+		return gpt.HostParams(m.Params)(sink)
+	}
+	src, f, err := open(m.Source)
+	if err != nil {
+		return err
+	}
 	defer f.Close()
+	if src.cfg != m.Config {
+		return fmt.Errorf("%s: the model changed since it was opened (config %+v, was %+v); run the command again", src.path, src.cfg, m.Config)
+	}
 	cfg := src.cfg
-	params := make([]float32, cfg.NumParams())
 	var buf []byte
-	var tmp []float32
-	read := func(info safetensors.TensorInfo, dst []float32) error {
-		n := info.End - info.Begin
-		section := io.NewSectionReader(f, src.header.DataOffset+info.Begin, n)
+	// read fills dst with the tensor's elements from lo on.
+	read := func(info safetensors.TensorInfo, lo int, dst []float32) error {
+		size := int64(4)
+		if info.DType != "F32" {
+			size = 2
+		}
+		n := size * int64(len(dst))
+		section := io.NewSectionReader(f, src.header.DataOffset+info.Begin+size*int64(lo), n)
 		var err error
 		if info.DType == "F32" { // straight into dst on little-endian hosts
 			err = safetensors.ReadFloat32s(section, dst)
@@ -103,36 +147,65 @@ func Read(path string) (*Model, error) {
 		}
 		return nil
 	}
-	for _, t := range tensors(cfg) {
-		info := src.found[t.name]
-		dst := params[t.offset : t.offset+t.size()]
-		if !t.conv1d {
-			if err := read(info, dst); err != nil {
-				return nil, err
+	ts := tensors(cfg)
+	slices.SortFunc(ts, func(a, b tensor) int { return a.offset - b.offset }) // gpt2go's order
+	chunkLen := readChunk
+	var tmp, out, head, zeros []float32
+	next := 0
+	pad := func(to int) error { // zeros up to offset to (the padded vocabulary rows)
+		for next < to {
+			if zeros == nil {
+				zeros = make([]float32, 1<<16)
 			}
+			n := min(len(zeros), to-next)
+			if err := sink(next, zeros[:n]); err != nil {
+				return err
+			}
+			next += n
+		}
+		return nil
+	}
+	for _, t := range ts {
+		if err := pad(t.offset); err != nil {
+			return err
+		}
+		info, size := src.found[t.name], t.size()
+		if t.conv1d { // a whole (in, out) weight, transposed
+			tmp, out = slices.Grow(tmp[:0], size)[:size], slices.Grow(out[:0], size)[:size]
+			if err := read(info, 0, tmp); err != nil {
+				return err
+			}
+			transpose(out, tmp, t.shape[0], t.shape[1])
+			if err := sink(t.offset, out); err != nil {
+				return err
+			}
+			next = t.offset + size
 			continue
 		}
-		if cap(tmp) < t.size() {
-			tmp = make([]float32, t.size())
-		}
-		tmp = tmp[:t.size()]
-		if err := read(info, tmp); err != nil {
-			return nil, err
-		}
-		transpose(dst, tmp, t.shape[0], t.shape[1])
-	}
-	if src.lmHead != nil {
-		head := make([]float32, cfg.VocabSize*cfg.Channels)
-		if err := read(*src.lmHead, head); err != nil {
-			return nil, err
-		}
-		for i, v := range head {
-			if math.Float32bits(v) != math.Float32bits(params[i]) {
-				return nil, fmt.Errorf("%s: lm_head.weight differs from wte.weight (first at element %d): the LM head is not tied to the token embedding, and gpt2go's GPT-2 ties them", src.path, i)
+		for lo := 0; lo < size; lo += chunkLen {
+			n := min(chunkLen, size-lo)
+			tmp = slices.Grow(tmp[:0], n)[:n]
+			if err := read(info, lo, tmp); err != nil {
+				return err
+			}
+			if t.offset == 0 && src.lmHead != nil { // wte, and a stored LM head that must be it
+				head = slices.Grow(head[:0], n)[:n]
+				if err := read(*src.lmHead, lo, head); err != nil {
+					return err
+				}
+				for i, v := range head {
+					if math.Float32bits(v) != math.Float32bits(tmp[i]) {
+						return fmt.Errorf("%s: lm_head.weight differs from wte.weight (first at element %d): the LM head is not tied to the token embedding, and gpt2go's GPT-2 ties them", src.path, lo+i)
+					}
+				}
+			}
+			if err := sink(t.offset+lo, tmp); err != nil {
+				return err
 			}
 		}
+		next = t.offset + size
 	}
-	return &Model{Config: cfg, Params: params, Source: src.path, Ignored: src.ignored}, nil
+	return pad(cfg.NumParams())
 }
 
 // open finds config.json and model.safetensors for path, reads the config and checks the

@@ -22,23 +22,23 @@ import (
 // Hugging Face GPT-2 model.
 type Loaded struct {
 	Config gpt.Config
-	// Params are the weights, or nil when OpenWeights left them in the checkpoint file:
+	// Params are the weights, or nil when OpenWeights or OpenInit left them in their file:
 	// ReadParams reads them either way.
 	Params []float32
 	Run    *Config // the training config, when the source was a gpt2go checkpoint
 	Step   int
 	Source string
-	ck     *checkpoint.Checkpoint // OpenWeights' verified checkpoint, whose file holds Params
+	file   gpt.ParamsReader // OpenWeights' or OpenInit's reader of the file that holds Params
 }
 
 // ReadParams hands the weights to sink a chunk at a time (a gpt.ParamsReader): from Params, or
-// from the checkpoint file OpenWeights verified, checking them against its checksum again.
+// from the file OpenWeights or OpenInit checked (a checkpoint's against its checksum again).
 func (l *Loaded) ReadParams(sink func(off int, chunk []float32) error) error {
 	switch {
 	case l.Params != nil:
 		return gpt.HostParams(l.Params)(sink)
-	case l.ck != nil:
-		return l.ck.ReadParams(sink)
+	case l.file != nil:
+		return l.file(sink)
 	}
 	return fmt.Errorf("%s: the weights are no longer held (read them once)", l.Source)
 }
@@ -99,7 +99,7 @@ func loadModel(path string, lazy bool) (*Loaded, *LoadedBERT, error) {
 	}
 	l := &Loaded{Config: run.Model, Params: ck.Params, Run: run, Step: ck.Step, Source: src}
 	if ck.Params == nil {
-		l.ck = ck
+		l.file = ck.ReadParams
 	}
 	return l, nil, nil
 }
@@ -195,21 +195,41 @@ func ResolveInit(spec, cacheDir string, progress io.Writer) (string, error) {
 // with model.safetensors. hf:OWNER/NAME is resolved as ResolveInit does, in the default cache.
 // progress (may be nil) gets download bars and notes about skipped tensors.
 func LoadInit(spec string, progress io.Writer) (*Loaded, error) {
+	l, err := OpenInit(spec, progress)
+	if err != nil {
+		return nil, err
+	}
+	params := make([]float32, l.Config.NumParams())
+	if err := l.ReadParams(func(off int, chunk []float32) error { copy(params[off:], chunk); return nil }); err != nil {
+		return nil, err
+	}
+	l.Params, l.file = params, nil
+	return l, nil
+}
+
+// OpenInit is LoadInit for a reader that puts the weights straight into a model: it checks the
+// file's header (and for Hugging Face, config.json and every tensor's dtype and shape), and
+// ReadParams reads the weights from the file when the model is there to take them.
+func OpenInit(spec string, progress io.Writer) (*Loaded, error) {
 	kind, path, err := resolveInit(spec, progress)
 	if err != nil {
 		return nil, err
 	}
 	if kind == "llmc" {
-		return LoadLLMC(path)
+		cfg, read, err := gpt.OpenLLMC(path)
+		if err != nil {
+			return nil, err
+		}
+		return &Loaded{Config: cfg, Source: path, file: read}, nil
 	}
-	m, err := hf.Read(path)
+	m, err := hf.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	if len(m.Ignored) > 0 && progress != nil {
 		fmt.Fprintf(progress, "note: %s: skipping %d tensors a GPT-2 language model does not use: %s\n", m.Source, len(m.Ignored), strings.Join(m.Ignored, ", "))
 	}
-	return &Loaded{Config: m.Config, Params: m.Params, Source: spec}, nil
+	return &Loaded{Config: m.Config, Source: spec, file: m.ReadParams}, nil
 }
 
 // InitConfig returns the config of the model --init names, reading only headers (for a Hugging
@@ -220,7 +240,7 @@ func InitConfig(spec string, progress io.Writer) (gpt.Config, error) {
 		return gpt.Config{}, err
 	}
 	if kind == "llmc" {
-		cfg, _, err := gpt.ReadLLMC(path)
+		cfg, _, err := gpt.OpenLLMC(path)
 		return cfg, err
 	}
 	return hf.Inspect(path)

@@ -333,7 +333,7 @@ func (t *Trainer) initWeights() error {
 	if cfg.Init == "" {
 		t.task.init(cfg.Seed)
 	} else {
-		loaded, err := LoadInit(cfg.Init, nil) // a download happened when the config was read
+		loaded, err := OpenInit(cfg.Init, nil) // a download happened when the config was read
 		if err != nil {
 			return err
 		}
@@ -342,7 +342,7 @@ func (t *Trainer) initWeights() error {
 		if fileCfg != cfg.Model {
 			return fmt.Errorf("--init %s holds a model %+v that differs from the configured %+v", cfg.Init, fileCfg, cfg.Model)
 		}
-		if err := t.w.SetParams(loaded.Params); err != nil {
+		if err := t.w.SetParamsFrom(loaded.ReadParams); err != nil { // straight from the file
 			return err
 		}
 	}

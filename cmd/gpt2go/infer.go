@@ -24,20 +24,20 @@ type loadFlags struct {
 	progress              io.Writer // download bars for --init hf:OWNER/NAME
 }
 
-func (l *loadFlags) load() (*train.Loaded, error) { return l.read(train.LoadWeights) }
+func (l *loadFlags) load() (*train.Loaded, error) { return l.read(train.LoadWeights, train.LoadInit) }
 
-// open is load for a command that builds its model with deviceFlags.newModel, which reads a
-// checkpoint's weights straight from its file (train.OpenWeights).
-func (l *loadFlags) open() (*train.Loaded, error) { return l.read(train.OpenWeights) }
+// open is load for a command that builds its model with deviceFlags.newModel, which reads the
+// weights straight from their file (train.OpenWeights, train.OpenInit).
+func (l *loadFlags) open() (*train.Loaded, error) { return l.read(train.OpenWeights, train.OpenInit) }
 
-func (l *loadFlags) read(ckpt func(string) (*train.Loaded, error)) (*train.Loaded, error) {
+func (l *loadFlags) read(ckpt func(string) (*train.Loaded, error), init func(string, io.Writer) (*train.Loaded, error)) (*train.Loaded, error) {
 	switch {
 	case l.ckpt != "" && l.init != "":
 		return nil, fmt.Errorf("give --ckpt or --init, not both")
 	case l.ckpt != "":
 		return ckpt(l.ckpt)
 	case l.init != "":
-		return train.LoadInit(l.init, l.progress)
+		return init(l.init, l.progress)
 	default:
 		return nil, fmt.Errorf("no model: pass --ckpt RUNDIR|FILE or --init MODEL (%s)", train.InitHelp)
 	}
