@@ -22,7 +22,7 @@ type Model struct {
 	// Params are the weights in gpt.ParamSpecs order, the padded vocabulary rows zero; nil from
 	// Open, whose ReadParams reads them from the file.
 	Params []float32
-	Source string    // the model.safetensors read
+	Source string // the model.safetensors read
 	// Ignored lists the file's tensors that a GPT-2 language model does not use (say, a
 	// classification head), which were skipped. The attention buffers are not listed.
 	Ignored []string
