@@ -107,6 +107,14 @@ type Checkpoint struct {
 	// Created is when the checkpoint was saved. Save uses the current time when it is zero.
 	Created time.Time
 
+	// Stream, for Save, stands for Params, M and V (which are then nil) when they live
+	// elsewhere (on a GPU): it hands array 0 (the parameters), 1 and 2 (the moments, when
+	// StreamMoments) to sink in consecutive chunks, NumParams() values each. Save reads each
+	// array twice (the checksum goes in the header, before the data), so both passes must see
+	// the same values; a value that changes fails the save.
+	Stream        func(array int, sink func(off int, chunk []float32) error) error
+	StreamMoments bool
+
 	// source reads Params (and M and V) from the file when Verify left them there.
 	source *dataSource
 }
@@ -142,14 +150,16 @@ func Save(path string, c *Checkpoint) error {
 		keyState:     string(c.State),
 		keyCreated:   created.UTC().Format(time.RFC3339Nano),
 		keySoftware:  c.Software,
-		keyNumParams: strconv.Itoa(len(c.Params)),
+		keyNumParams: strconv.Itoa(c.numSaved()),
 	}
 	// The checksum goes in the header, which precedes the data, so it is computed in a pass over
 	// memory first (CRC-32C runs far faster than any disk); the streamed bytes are checked
 	// against it below.
 	dataCRC := crc32.New(castagnoli)
-	for _, x := range c.buffers() {
-		safetensors.WriteFloat32s(dataCRC, x) // hash writes never fail
+	if err := c.eachSaved(func(chunk []float32) error {
+		return safetensors.WriteFloat32s(dataCRC, chunk) // hash writes never fail
+	}); err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", path, err)
 	}
 	meta[keyCRC] = fmt.Sprintf("%08x", dataCRC.Sum32())
 	meta[keyHeaderCRC] = fmt.Sprintf("%08x", headerCRC(meta, specs))
@@ -165,12 +175,8 @@ func Save(path string, c *Checkpoint) error {
 			return err
 		}
 		streamed.Reset() // the checksum covers the data buffer, not the header NewWriter just wrote
-		for _, x := range c.buffers() {
-			for chunk := range slices.Chunk(x, ioChunk) {
-				if err := sw.WriteFloat32s(chunk); err != nil {
-					return err
-				}
-			}
+		if err := c.eachSaved(sw.WriteFloat32s); err != nil {
+			return err
 		}
 		if err := sw.Close(); err != nil {
 			return err
@@ -182,6 +188,61 @@ func Save(path string, c *Checkpoint) error {
 	})
 	if err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	return nil
+}
+
+// numSaved is the number of parameters Save writes: len(Params), or NumParams() with Stream.
+func (c *Checkpoint) numSaved() int {
+	if c.Stream != nil {
+		return c.NumParams()
+	}
+	return len(c.Params)
+}
+
+// savesMoments says whether Save writes the AdamW moments.
+func (c *Checkpoint) savesMoments() bool {
+	if c.Stream != nil {
+		return c.StreamMoments
+	}
+	return c.M != nil || c.V != nil
+}
+
+// eachSaved hands Save's data buffer to write a chunk at a time, in file order: Params, M and V
+// (checking that Stream gives each array whole, in order).
+func (c *Checkpoint) eachSaved(write func(chunk []float32) error) error {
+	if c.Stream == nil {
+		for _, x := range c.buffers() {
+			for chunk := range slices.Chunk(x, ioChunk) {
+				if err := write(chunk); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if c.Params != nil || c.M != nil || c.V != nil {
+		return errors.New("a checkpoint with Stream must leave Params, M and V nil")
+	}
+	n, arrays := c.NumParams(), 1
+	if c.StreamMoments {
+		arrays = 3
+	}
+	for i := range arrays {
+		next := 0
+		err := c.Stream(i, func(off int, chunk []float32) error {
+			if off != next || len(chunk) > n-off {
+				return fmt.Errorf("array %d: a chunk of %d at %d after %d of %d values", i, len(chunk), off, next, n)
+			}
+			next += len(chunk)
+			return write(chunk)
+		})
+		if err != nil {
+			return err
+		}
+		if next != n {
+			return fmt.Errorf("array %d: %d of %d values", i, next, n)
+		}
 	}
 	return nil
 }
@@ -210,8 +271,8 @@ func (c *Checkpoint) specs() ([]safetensors.Spec, error) {
 			return nil, fmt.Errorf("%s is not valid JSON", js.name)
 		}
 	}
-	hasMoments := c.M != nil || c.V != nil
-	if hasMoments && (len(c.M) != len(c.Params) || len(c.V) != len(c.Params)) {
+	hasMoments, numParams := c.savesMoments(), c.numSaved()
+	if c.Stream == nil && hasMoments && (len(c.M) != len(c.Params) || len(c.V) != len(c.Params)) {
 		return nil, fmt.Errorf("AdamW moments have %d and %d elements, parameters %d; want both equal to the parameters", len(c.M), len(c.V), len(c.Params))
 	}
 	params := make([]safetensors.Spec, len(c.Tensors))
@@ -234,13 +295,13 @@ func (c *Checkpoint) specs() ([]safetensors.Spec, error) {
 		if err != nil {
 			return nil, err
 		}
-		if n/4 > int64(len(c.Params)-offset) {
-			return nil, fmt.Errorf("parameter tensor %q %v runs past the end of Params (%d elements)", t.Name, t.Shape, len(c.Params))
+		if n/4 > int64(numParams-offset) {
+			return nil, fmt.Errorf("parameter tensor %q %v runs past the end of Params (%d elements)", t.Name, t.Shape, numParams)
 		}
 		offset += int(n / 4)
 	}
-	if offset != len(c.Params) {
-		return nil, fmt.Errorf("parameter tensors cover %d of %d parameters", offset, len(c.Params))
+	if offset != numParams {
+		return nil, fmt.Errorf("parameter tensors cover %d of %d parameters", offset, numParams)
 	}
 	specs := params
 	if hasMoments {

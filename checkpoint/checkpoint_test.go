@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -559,5 +560,50 @@ func TestSaveIOErrorNamesFile(t *testing.T) {
 	err := Save(path, testCheckpoint(false))
 	if err == nil || !strings.Contains(err.Error(), notDir) {
 		t.Fatalf("Save under a regular file: %v", err)
+	}
+}
+
+// Save with Stream (the arrays handed over in chunks, as from a GPU) writes the same file as
+// Save from Params, M and V; a stream whose values change between Save's two passes, or that
+// gives too few values, fails the save and leaves no file.
+func TestSaveStream(t *testing.T) {
+	for _, withMoments := range []bool{true, false} {
+		dir := t.TempDir()
+		want := testCheckpoint(withMoments)
+		raw := saveTest(t, filepath.Join(dir, "arrays.safetensors"), want)
+		arrays := [][]float32{want.Params, want.M, want.V}
+		streamed := *want
+		streamed.Params, streamed.M, streamed.V = nil, nil, nil
+		streamed.StreamMoments = withMoments
+		streamed.Stream = func(i int, sink func(int, []float32) error) error {
+			for off := 0; off < len(arrays[i]); off += 5 {
+				if err := sink(off, arrays[i][off:min(off+5, len(arrays[i]))]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if got := saveTest(t, filepath.Join(dir, "stream.safetensors"), &streamed); !bytes.Equal(got, raw) {
+			t.Errorf("moments %v: the streamed save differs from the arrays' save", withMoments)
+		}
+		calls := 0
+		changing := streamed
+		changing.Stream = func(i int, sink func(int, []float32) error) error {
+			calls++
+			x := slices.Clone(arrays[i])
+			x[3] += float32(calls) // a different value on each pass
+			return sink(0, x)
+		}
+		short := streamed
+		short.Stream = func(i int, sink func(int, []float32) error) error { return sink(0, arrays[i][1:]) }
+		for name, c := range map[string]*Checkpoint{"changing": &changing, "short": &short} {
+			path := filepath.Join(dir, name+".safetensors")
+			if err := Save(path, c); err == nil {
+				t.Errorf("moments %v: the %s stream saved", withMoments, name)
+			}
+			if _, err := os.Stat(path); err == nil {
+				t.Errorf("moments %v: the failed %s save left a file", withMoments, name)
+			}
+		}
 	}
 }

@@ -381,3 +381,19 @@ func TestOpenWeights(t *testing.T) {
 		t.Errorf("loss %v from OpenWeights' model, %v from LoadWeights'", losses[1], losses[0])
 	}
 }
+
+// deviceLike is the CPU backend seen as a GPU is: without HostMemory, so that checkpoints are
+// downloaded and streamed into the file a chunk at a time (checkpoint.Checkpoint.Stream).
+type deviceLike struct{ backend.Backend }
+
+// A run on a backend without host memory saves checkpoints (downloaded 1000 values at a time)
+// that resume bit for bit.
+func TestResumeIsBitIdenticalWithoutHostMemory(t *testing.T) {
+	defer func(n int) { saveChunkLen = n }(saveChunkLen)
+	saveChunkLen = 1000
+	be := deviceLike{cpu.New(2)}
+	if _, ok := backend.Backend(be).(backend.HostMemory); ok {
+		t.Fatal("deviceLike has HostMemory")
+	}
+	testResumeIsBitIdentical(t, be)
+}

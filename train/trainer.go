@@ -112,8 +112,8 @@ type Trainer struct {
 	peak      float64             // the backend's peak FLOP/s (backend.Peaker), 0 if unknown
 	out       io.Writer
 	bar       *progress.Bar
-	host      struct{ params, m, v []float32 }
-	last      string // path of the newest checkpoint
+	saveChunk []float32 // writeCheckpoint's download buffer (backends without HostMemory)
+	last      string    // path of the newest checkpoint
 	lock      *checkpoint.RunLock
 
 	// Data parallel (dist.go).
@@ -608,30 +608,46 @@ func (t *Trainer) saveCheckpoint() error {
 	return t.solo(func() error { return t.writeCheckpoint(m1, m2) })
 }
 
+// saveChunkLen is how many values writeCheckpoint downloads at a time from a backend without
+// host memory (a variable for the tests).
+var saveChunkLen = 1 << 20
+
 // writeCheckpoint writes the weights, the moments m1 and m2 and the state.
 func (t *Trainer) writeCheckpoint(m1, m2 backend.Buf) error {
 	m := t.w
-	if hm, ok := t.be.(backend.HostMemory); ok {
-		// Host-memory backends are written straight from their buffers: no second copy of
-		// 3 x the parameters.
-		t.host.params, t.host.m, t.host.v = hm.HostFloats(m.Params), hm.HostFloats(m1), hm.HostFloats(m2)
-	} else {
-		n := m.Params.Len()
-		if t.host.params == nil {
-			t.host.params, t.host.m, t.host.v = make([]float32, n), make([]float32, n), make([]float32, n)
-		}
-		t.be.Download(t.host.params, m.Params)
-		t.be.Download(t.host.m, m1)
-		t.be.Download(t.host.v, m2)
-	}
 	state, err := json.Marshal(t.state)
 	if err != nil {
 		return err
 	}
 	ck := &checkpoint.Checkpoint{
 		Step: t.state.Step, Config: t.cfg.marshal(), State: state,
-		Tensors: paramTensors(m), Params: t.host.params, M: t.host.m, V: t.host.v,
-		Software: "gpt2go " + t.opts.Version,
+		Tensors: paramTensors(m), Software: "gpt2go " + t.opts.Version,
+	}
+	if hm, ok := t.be.(backend.HostMemory); ok {
+		// Host-memory backends are written straight from their buffers: no second copy of
+		// 3 x the parameters.
+		ck.Params, ck.M, ck.V = hm.HostFloats(m.Params), hm.HostFloats(m1), hm.HostFloats(m2)
+	} else {
+		// Downloaded a chunk at a time as Save writes them (twice: the checksum pass, then the
+		// file), so the host never holds 3 x the parameters (18 GB for GPT-2 1.5B).
+		arrays, n := []backend.Buf{m.Params, m1, m2}, m.Params.Len()
+		if t.saveChunk == nil {
+			t.saveChunk = make([]float32, min(n, saveChunkLen))
+		}
+		ck.StreamMoments = true
+		ck.Stream = func(i int, sink func(int, []float32) error) error {
+			for off := 0; off < n; off += len(t.saveChunk) {
+				part := t.saveChunk[:min(len(t.saveChunk), n-off)]
+				t.be.Download(part, t.be.View(arrays[i], off, len(part)))
+				if err := t.be.Sync(); err != nil {
+					return err
+				}
+				if err := sink(off, part); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 	}
 	path := checkpoint.Path(t.opts.RunDir, t.state.Step)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
