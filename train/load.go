@@ -94,8 +94,12 @@ func loadModel(path string, lazy bool) (*Loaded, *LoadedBERT, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if run.IsBERT() { // (lazy, Params is nil: OpenWeights only names it in its error)
-		return nil, &LoadedBERT{Config: run.BERT(), Params: ck.Params, Run: run, Step: ck.Step, Source: src}, nil
+	if run.IsBERT() {
+		enc := &LoadedBERT{Config: run.BERT(), Params: ck.Params, Run: run, Step: ck.Step, Source: src}
+		if ck.Params == nil {
+			enc.file = ck.ReadParams
+		}
+		return nil, enc, nil
 	}
 	l := &Loaded{Config: run.Model, Params: ck.Params, Run: run, Step: ck.Step, Source: src}
 	if ck.Params == nil {
@@ -107,16 +111,34 @@ func loadModel(path string, lazy bool) (*Loaded, *LoadedBERT, error) {
 // LoadedBERT is a BERT encoder read from a run directory or checkpoint.
 type LoadedBERT struct {
 	Config bert.Config
-	Params []float32
+	Params []float32 // nil from OpenBERT: ReadParams reads them from the checkpoint file
 	Run    *Config
 	Step   int
 	Source string
+	file   gpt.ParamsReader
+}
+
+// ReadParams hands the weights to sink a chunk at a time, as Loaded.ReadParams does.
+func (l *LoadedBERT) ReadParams(sink func(off int, chunk []float32) error) error {
+	switch {
+	case l.Params != nil:
+		return gpt.HostParams(l.Params)(sink)
+	case l.file != nil:
+		return l.file(sink)
+	}
+	return fmt.Errorf("%s: the weights are no longer held (read them once)", l.Source)
 }
 
 // LoadBERT reads a BERT run's weights from path: a run directory (its newest good checkpoint) or
 // a checkpoint file.
-func LoadBERT(path string) (*LoadedBERT, error) {
-	l, enc, err := LoadModel(path)
+func LoadBERT(path string) (*LoadedBERT, error) { return loadBERT(path, false) }
+
+// OpenBERT is LoadBERT leaving the weights in the checkpoint file, verified, until ReadParams
+// reads them into a model (as OpenWeights does for GPT-2).
+func OpenBERT(path string) (*LoadedBERT, error) { return loadBERT(path, true) }
+
+func loadBERT(path string, lazy bool) (*LoadedBERT, error) {
+	l, enc, err := loadModel(path, lazy)
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func runFill(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	case topK < 1:
 		return fmt.Errorf("--top-k must be >= 1, got %d", topK)
 	}
-	loaded, err := train.LoadBERT(ckpt)
+	loaded, err := train.OpenBERT(ckpt)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func runFill(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := m.SetParams(loaded.Params); err != nil {
+	if err := m.SetParamsFrom(loaded.ReadParams); err != nil {
 		return err
 	}
 	if _, err := m.Forward(ids, nil, 1, T); err != nil {
