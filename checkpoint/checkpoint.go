@@ -433,7 +433,11 @@ func (c *Checkpoint) ReadParams(sink func(off int, chunk []float32) error) error
 // ReadMoments is ReadParams for the AdamW moments: all of M into m, then all of V into v.
 func (c *Checkpoint) ReadMoments(m, v func(off int, chunk []float32) error) error {
 	if !c.HasMoments() {
-		return fmt.Errorf("the checkpoint holds no AdamW moments")
+		name := "the checkpoint"
+		if c.source != nil {
+			name = "checkpoint " + c.source.path
+		}
+		return fmt.Errorf("%s holds no AdamW moments (it is a weights-only export)", name)
 	}
 	if err := c.read(1, c.M, m); err != nil {
 		return err

@@ -2,6 +2,7 @@ package hf_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -204,20 +205,35 @@ func TestHalfPrecisionWeights(t *testing.T) {
 			t.Fatalf("param %d: BF16 read as %g, want %g", i, half.Params[i], want)
 		}
 	}
-	// Read a few elements at a time (the wte fixture spans many such pieces): the same values.
-	defer hf.SetReadChunk(7)()
-	for _, dir := range []string{fixtureDir, variant(t, toBF16, nil)} {
-		again, err := hf.Read(dir)
-		if err != nil {
-			t.Fatal(err)
+	// F64 holds every float32 exactly.
+	toF64 := func(ts []safetensors.Tensor) []safetensors.Tensor {
+		for i, tn := range ts {
+			x, _ := tn.Float32s()
+			data := make([]byte, 8*len(x))
+			for j, v := range x {
+				binary.LittleEndian.PutUint64(data[8*j:], math.Float64bits(float64(v)))
+			}
+			ts[i] = safetensors.Tensor{Name: tn.Name, DType: "F64", Shape: tn.Shape, Data: data}
 		}
-		want := full.Params
-		if dir != fixtureDir {
-			want = half.Params
+		return ts
+	}
+	// Every dtype read a few elements at a time (the wte fixture spans many such pieces) and
+	// whole: the same values.
+	for _, chunk := range []int{7, 1 << 20} {
+		restore := hf.SetReadChunk(chunk)
+		for _, c := range []struct {
+			dir  string
+			want []float32
+		}{{fixtureDir, full.Params}, {variant(t, toBF16, nil), half.Params}, {variant(t, toF64, nil), full.Params}} {
+			again, err := hf.Read(c.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(again.Params, c.want) {
+				t.Errorf("%s read %d elements at a time differs", c.dir, chunk)
+			}
 		}
-		if !slices.Equal(again.Params, want) {
-			t.Errorf("%s read 7 elements at a time differs", dir)
-		}
+		restore()
 	}
 }
 

@@ -124,10 +124,7 @@ func (m *Model) ReadParams(sink func(off int, chunk []float32) error) error {
 	var buf []byte
 	// read fills dst with the tensor's elements from lo on.
 	read := func(info safetensors.TensorInfo, lo int, dst []float32) error {
-		size := int64(4)
-		if info.DType != "F32" {
-			size = 2
-		}
+		size := dtypeBytes(info.DType)
 		n := size * int64(len(dst))
 		section := io.NewSectionReader(f, src.header.DataOffset+info.Begin+size*int64(lo), n)
 		var err error
@@ -337,6 +334,17 @@ func checkTensor(info safetensors.TensorInfo, shape []int) error {
 		return nil
 	}
 	return fmt.Errorf("tensor %s has dtype %s; gpt2go reads F32, F16, BF16 and F64 weights", info.Name, info.DType)
+}
+
+// dtypeBytes is the size of one element of a dtype checkTensor accepts.
+func dtypeBytes(dtype string) int64 {
+	switch dtype {
+	case "F64":
+		return 8
+	case "F32":
+		return 4
+	}
+	return 2 // F16, BF16
 }
 
 // decode converts little-endian src of dtype (F32, F16, BF16 or F64) to float32s.

@@ -171,17 +171,27 @@ func loadRun(path string, isDir, lazy bool) (*checkpoint.Checkpoint, *Config, st
 	if err != nil {
 		return nil, nil, "", err
 	}
+	run, err := runConfig(ck, src)
+	if err != nil {
+		ck.Close() // Verify's open file
+		return nil, nil, "", err
+	}
+	return ck, run, src, nil
+}
+
+// runConfig reads and checks the run config of checkpoint ck at src.
+func runConfig(ck *checkpoint.Checkpoint, src string) (*Config, error) {
 	var run Config
 	if err := json.Unmarshal(ck.Config, &run); err != nil {
-		return nil, nil, "", fmt.Errorf("checkpoint %s has an unreadable config: %w", src, err)
+		return nil, fmt.Errorf("checkpoint %s has an unreadable config: %w", src, err)
 	}
 	if err := run.Model.Validate(); err != nil {
-		return nil, nil, "", fmt.Errorf("checkpoint %s: %w", src, err)
+		return nil, fmt.Errorf("checkpoint %s: %w", src, err)
 	}
 	if ck.NumParams() != run.NumParams() {
-		return nil, nil, "", fmt.Errorf("checkpoint %s holds %d params but its config needs %d", src, ck.NumParams(), run.NumParams())
+		return nil, fmt.Errorf("checkpoint %s holds %d params but its config needs %d", src, ck.NumParams(), run.NumParams())
 	}
-	return ck, &run, src, nil
+	return &run, nil
 }
 
 // LoadLLMC reads an llm.c model file.

@@ -289,24 +289,34 @@ func (t *Trainer) loadForResume() (*checkpoint.Checkpoint, error) {
 	for _, w := range warnings {
 		fmt.Fprintf(t.out, "warning: skipping %v\n", w)
 	}
+	if err := t.resumeFrom(ck, path); err != nil {
+		ck.Close()
+		return nil, err
+	}
+	return ck, nil
+}
+
+// resumeFrom takes the config and state of the checkpoint ck at path.
+func (t *Trainer) resumeFrom(ck *checkpoint.Checkpoint, path string) error {
+	dir := t.opts.RunDir
 	var saved Config
 	if err := json.Unmarshal(ck.Config, &saved); err != nil {
-		return nil, fmt.Errorf("resume: checkpoint %s has an unreadable config: %w", path, err)
+		return fmt.Errorf("resume: checkpoint %s has an unreadable config: %w", path, err)
 	}
 	cfg, err := ApplyOverrides(saved, t.opts.Config, t.opts.Set)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	t.cfg = cfg
 	if err := json.Unmarshal(ck.State, &t.state); err != nil {
-		return nil, fmt.Errorf("resume: checkpoint %s has an unreadable state: %w", path, err)
+		return fmt.Errorf("resume: checkpoint %s has an unreadable state: %w", path, err)
 	}
 	t.last = path
 	if t.state.Step >= cfg.Steps {
-		return nil, fmt.Errorf("run %s is already at step %d of %d; pass a larger --steps to train further", dir, t.state.Step, cfg.Steps)
+		return fmt.Errorf("run %s is already at step %d of %d; pass a larger --steps to train further", dir, t.state.Step, cfg.Steps)
 	}
 	fmt.Fprintf(t.out, "resuming %s from %s (step %d)\n", dir, path, ck.Step)
-	return ck, nil
+	return nil
 }
 
 func (t *Trainer) openData() error {
