@@ -34,13 +34,18 @@ type Loaded struct {
 // ReadParams hands the weights to sink a chunk at a time (a gpt.ParamsReader): from Params, or
 // from the file OpenWeights or OpenInit checked (a checkpoint's against its checksum again).
 func (l *Loaded) ReadParams(sink func(off int, chunk []float32) error) error {
+	return readParams(l.Params, l.file, l.Source, sink)
+}
+
+// readParams hands params to sink, or what file reads when params is nil.
+func readParams(params []float32, file gpt.ParamsReader, source string, sink func(off int, chunk []float32) error) error {
 	switch {
-	case l.Params != nil:
-		return gpt.HostParams(l.Params)(sink)
-	case l.file != nil:
-		return l.file(sink)
+	case params != nil:
+		return gpt.HostParams(params)(sink)
+	case file != nil:
+		return file(sink)
 	}
-	return fmt.Errorf("%s: the weights are no longer held (read them once)", l.Source)
+	return fmt.Errorf("%s: the weights are no longer held (read them once)", source)
 }
 
 // OpenWeights is LoadWeights for a reader that puts the weights straight into a model
@@ -120,13 +125,7 @@ type LoadedBERT struct {
 
 // ReadParams hands the weights to sink a chunk at a time, as Loaded.ReadParams does.
 func (l *LoadedBERT) ReadParams(sink func(off int, chunk []float32) error) error {
-	switch {
-	case l.Params != nil:
-		return gpt.HostParams(l.Params)(sink)
-	case l.file != nil:
-		return l.file(sink)
-	}
-	return fmt.Errorf("%s: the weights are no longer held (read them once)", l.Source)
+	return readParams(l.Params, l.file, l.Source, sink)
 }
 
 // LoadBERT reads a BERT run's weights from path: a run directory (its newest good checkpoint) or
