@@ -57,8 +57,9 @@ func NewTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Par
 // NewFrozen allocates the parameters of a model that only runs forward (sampling, evaluation,
 // attention maps): one copy in the compute format, with no fp32 master in a mixed plan (SetParams
 // rounds the values as it uploads them, as the master's Convert would), no gradients and no AdamW
-// moments; a quarter of NewTrainable's bytes in fp32, a sixth in bf16. RunBackward refuses to run
-// on it; the update, gradient-norm and moment methods must not be called.
+// moments: a quarter of NewTrainable's bytes in fp32, a ninth in bf16 (fp32 gradients).
+// RunBackward refuses to run on it; the update, gradient-norm and moment methods must not be
+// called.
 func NewFrozen(be backend.Backend, specs []ParamSpec, prec Precision) (Trainable, error) {
 	return newTrainable(be, specs, prec, Parallel{}, true, nil)
 }
