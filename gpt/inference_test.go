@@ -189,3 +189,73 @@ func TestSetParamsFrom(t *testing.T) {
 		}
 	}
 }
+
+// A LossOnly model (the LM head and loss 128 rows at a time) gives NewInference's losses, bit for
+// bit, over batches of one chunk and of two (the second partial), in fp32, bf16 and int8; it
+// refuses a forward without targets and plans (and allocates) 128 rows of logits.
+func TestLossOnly(t *testing.T) {
+	be := cpu.New(0)
+	cfg := kvConfig
+	const B, T = 7, 24 // 168 rows
+	for _, prec := range []gpt.Precision{{}, {Compute: backend.BF16}} {
+		m := randomModel(t, be, cfg, B, T, prec)
+		params := make([]float32, m.Params.Len())
+		be.Download(params, m.Params)
+		full := inferenceTwin(t, m, B, T)
+		lossOnly, err := gpt.NewInference(be, cfg, B, T, prec, gpt.LossOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lossOnly.SetParams(params); err != nil {
+			t.Fatal(err)
+		}
+		full8, _, err := gpt.NewInferenceInt8(be, cfg, B, T, prec, gpt.HostParams(params))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lossOnly8, _, err := gpt.NewInferenceInt8(be, cfg, B, T, prec, gpt.HostParams(params), gpt.LossOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		for _, bt := range [][2]int{{B, T}, {2, 24}, {7, 19}} {
+			b, tt := bt[0], bt[1]
+			inputs, targets := make([]int32, b*tt), make([]int32, b*tt)
+			for i := range inputs {
+				inputs[i], targets[i] = rng.Int32N(int32(cfg.VocabSize)), rng.Int32N(int32(cfg.VocabSize))
+			}
+			for _, pair := range [][2]*gpt.Model{{full, lossOnly}, {full8, lossOnly8}} {
+				want, err := pair[0].Forward(inputs, targets, b, tt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := pair[1].Forward(inputs, targets, b, tt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if math.Float32bits(got) != math.Float32bits(want) {
+					t.Errorf("%v (%d,%d) int8 %v: loss-only loss %v, want %v", prec, b, tt, pair[0].IsInt8(), got, want)
+				}
+			}
+		}
+		if _, err := lossOnly.Forward(make([]int32, T), nil, 1, T); err == nil || !strings.Contains(err.Error(), "loss-only") {
+			t.Errorf("%v: a forward without targets: %v, want a refusal", prec, err)
+		}
+	}
+	for _, bt := range [][2]int{{1, 1}, {7, 24}} {
+		c := &counting{Backend: cpu.New(1)}
+		if _, err := gpt.NewInference(c, cfg, bt[0], bt[1], gpt.Precision{}, gpt.LossOnly); err != nil {
+			t.Fatal(err)
+		}
+		plan := cfg.InferenceMemoryPlan(bt[0], bt[1], gpt.Precision{}, gpt.LossOnly)
+		if got := gpt.PlanBytes(plan); got != c.bytes || gpt.PlanBytes(c.checked) != got {
+			t.Errorf("B=%d T=%d: plan says %d bytes, NewInference(LossOnly) allocated %d and checked %d", bt[0], bt[1], got, c.bytes, gpt.PlanBytes(c.checked))
+		}
+	}
+	gpt2, err := gpt.Preset("gpt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, inf := gpt.PlanBytes(gpt2.InferenceMemoryPlan(8, 1024, gpt.Precision{}, gpt.LossOnly)), gpt.PlanBytes(gpt2.InferenceMemoryPlan(8, 1024, gpt.Precision{}))
+	t.Logf("GPT-2 124M at B=8 T=1024: loss-only %.2f GB, inference %.2f GB", float64(lo)/1e9, float64(inf)/1e9)
+}

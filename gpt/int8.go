@@ -56,9 +56,9 @@ func (m *Model) QuantizeInt8() (Int8Stats, error) {
 // on the host as read hands it over, then quantized through one staging buffer (in the
 // compute format, as QuantizeInt8 reads them), and never takes room in Params. For GPT-2 124M
 // in fp32 that is 494 MB of parameters down to 160, plus the 125 MB of int8 weights.
-func NewInferenceInt8(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, read ParamsReader) (*Model, Int8Stats, error) {
+func NewInferenceInt8(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, read ParamsReader, opts ...InferenceOption) (*Model, Int8Stats, error) {
 	var st Int8Stats
-	m, err := newModel(be, cfg, maxB, maxT, prec, Parallel{}, int8Model)
+	m, err := newModel(be, cfg, maxB, maxT, prec, Parallel{}, int8Model, lossRowsOf(opts))
 	if err != nil {
 		return nil, st, err
 	}

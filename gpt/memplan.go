@@ -21,26 +21,27 @@ func (c Config) PrecisionMemoryPlan(B, T int, prec Precision) []backend.MemoryIt
 // ZeRO-1 keeps 1/Shards of the AdamW moments (and pads the parameters and gradients to equal
 // shards), SeparateAccum adds a second gradient buffer.
 func (c Config) ParallelMemoryPlan(B, T int, prec Precision, par Parallel) []backend.MemoryItem {
-	return c.memoryPlan(B, T, prec, par, trainableModel, nativeSize)
+	return c.memoryPlan(B, T, prec, par, trainableModel, 0, nativeSize)
 }
 
 // InferenceMemoryPlan is PrecisionMemoryPlan for NewInference's model: parameters without
 // gradients or moments, and one layer's activations, which every layer reuses.
-func (c Config) InferenceMemoryPlan(B, T int, prec Precision) []backend.MemoryItem {
-	return c.memoryPlan(B, T, prec, Parallel{}, inferenceModel, nativeSize)
+func (c Config) InferenceMemoryPlan(B, T int, prec Precision, opts ...InferenceOption) []backend.MemoryItem {
+	return c.memoryPlan(B, T, prec, Parallel{}, inferenceModel, lossRowsOf(opts), nativeSize)
 }
 
 // Int8InferenceMemoryPlan is InferenceMemoryPlan for NewInferenceInt8's model: the parameters
 // without the fp32 matmul weights, their int8 copies (int8PlanBytes) and the staging buffer
 // they were quantized through.
-func (c Config) Int8InferenceMemoryPlan(B, T int, prec Precision) []backend.MemoryItem {
-	return c.memoryPlan(B, T, prec, Parallel{}, int8Model, nativeSize)
+func (c Config) Int8InferenceMemoryPlan(B, T int, prec Precision, opts ...InferenceOption) []backend.MemoryItem {
+	return c.memoryPlan(B, T, prec, Parallel{}, int8Model, lossRowsOf(opts), nativeSize)
 }
 
 func nativeSize(dt backend.DType) int64 { return int64(dt.Bytes()) }
 
-// memoryPlan is the plan with sizeOf(dt) bytes per element of dt.
-func (c Config) memoryPlan(B, T int, prec Precision, par Parallel, kind modelKind, sizeOf func(backend.DType) int64) []backend.MemoryItem {
+// memoryPlan is the plan with sizeOf(dt) bytes per element of dt, holding lossRows rows of
+// logits (0: all B*T).
+func (c Config) memoryPlan(B, T int, prec Precision, par Parallel, kind modelKind, lossRows int, sizeOf func(backend.DType) int64) []backend.MemoryItem {
 	L, C, NH, Vp := int64(c.NumLayers), int64(c.Channels), int64(c.NumHeads), int64(c.PaddedVocabSize)
 	BT := int64(B) * int64(T)
 	n := int64(c.NumParams())
@@ -55,7 +56,11 @@ func (c Config) memoryPlan(B, T int, prec Precision, par Parallel, kind modelKin
 	// (4*BT*C: MatmulBackwardGelu writes the gradient through the GELU directly); in fp32 the
 	// final layernorm's statistics (2*BT), the logits' lse and the losses (2*BT).
 	scratch := 5*BT*C + 3*BT*C + 4*BT*C
-	once := 2*BT*C + BT*Vp + scratch
+	logitRows := BT
+	if lossRows > 0 {
+		logitRows = min(BT, int64(lossRows))
+	}
+	once := 2*BT*C + logitRows*Vp + scratch
 	onceStats := 2*BT + 2*BT
 	plan := TrainableMemoryPlan(n, prec, par, sizeOf)
 	switch kind {

@@ -36,6 +36,7 @@ type Model struct {
 	genCache   *KVCache // generation's key/value cache, made by the first Generate (sample.go)
 	int8       bool     // an int8 inference model: fwd's matmul weights are int8 (int8.go)
 	peek       *qkvPeek // Attention's request for a layer's qkv (attnmap.go)
+	lossRows   int      // LossOnly: the rows of logits computed at a time (0: the whole batch)
 }
 
 // paramViews are named views into a flat parameter (or gradient) buffer.
@@ -83,15 +84,36 @@ func NewWithPrecision(be backend.Backend, cfg Config, maxB, maxT int, prec Preci
 // NewParallel is NewWithPrecision with the buffer layout par asks for data-parallel training
 // (see Parallel).
 func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, par Parallel) (*Model, error) {
-	return newModel(be, cfg, maxB, maxT, prec, par, trainableModel)
+	return newModel(be, cfg, maxB, maxT, prec, par, trainableModel, 0)
 }
 
 // NewInference is NewWithPrecision for a model that only runs forward: sampling, evaluation,
 // attention maps. It has no gradients, AdamW moments or backward scratch (NewFrozen), and its
 // layers take turns in one layer's activation buffers, so it needs about a quarter of the
 // parameter memory and 1/L of the activations; Backward refuses to run.
-func NewInference(be backend.Backend, cfg Config, maxB, maxT int, prec Precision) (*Model, error) {
-	return newModel(be, cfg, maxB, maxT, prec, Parallel{}, inferenceModel)
+func NewInference(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, opts ...InferenceOption) (*Model, error) {
+	return newModel(be, cfg, maxB, maxT, prec, Parallel{}, inferenceModel, lossRowsOf(opts))
+}
+
+// InferenceOption changes what NewInference and NewInferenceInt8 build.
+type InferenceOption int
+
+// LossOnly builds a model that only computes losses (evaluation): its LM head and loss run over
+// lossRows rows at a time, so it holds those rows' logits rather than the whole batch's (1.6 GB
+// of GPT-2's at B=8 T=1024), with the same losses. A Forward without targets (so Attention too)
+// returns an error and LogitsRow panics; generation (its own KV cache) is unaffected.
+const LossOnly InferenceOption = 1
+
+// lossRows is how many rows of logits a LossOnly model computes at a time (26 MB for GPT-2).
+const lossRows = 128
+
+func lossRowsOf(opts []InferenceOption) int {
+	for _, o := range opts {
+		if o == LossOnly {
+			return lossRows
+		}
+	}
+	return 0
 }
 
 // modelKind is what a model is built for: training (every buffer), inference (NewInference) or
@@ -104,7 +126,7 @@ const (
 	int8Model
 )
 
-func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, par Parallel, kind modelKind) (*Model, error) {
+func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, par Parallel, kind modelKind, lossRows int) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -121,7 +143,7 @@ func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, pa
 		return nil, err
 	}
 	if mc, ok := be.(backend.MemoryChecker); ok {
-		plan := cfg.memoryPlan(maxB, maxT, prec, par, kind, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
+		plan := cfg.memoryPlan(maxB, maxT, prec, par, kind, lossRows, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
 		if err := mc.CheckMemory(plan); err != nil {
 			return nil, err
 		}
@@ -143,7 +165,7 @@ func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, pa
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, Trainable: tr, views: map[[2]int]*acts{}}
+	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, Trainable: tr, views: map[[2]int]*acts{}, lossRows: lossRows}
 	m.params, m.fwd = m.paramViews(m.Params), m.paramViews(m.Compute())
 	if kind == trainableModel {
 		m.grads = m.paramViews(m.Grads)
@@ -177,7 +199,7 @@ func (m *Model) allocActs() {
 		fch: a(L * BT * 4 * C), fchGelu: a(L * BT * 4 * C),
 		fcproj: a(L * BT * C), residual3: a(L * BT * C),
 		lnf: a(BT * C), lnfMean: s(BT), lnfRstd: s(BT),
-		logits: a(BT * Vp), logitsLse: s(BT), losses: s(BT),
+		logits: a(m.logitRows(BT) * Vp), logitsLse: s(BT), losses: s(BT),
 	}
 	if m.frozen {
 		return
@@ -217,6 +239,14 @@ func (v *paramViews) byIndex(i int) []backend.Buf {
 	return [][]backend.Buf{2: v.ln1w, v.ln1b, v.qkvw, v.qkvb, v.attprojw, v.attprojb, v.ln2w, v.ln2b, v.fcw, v.fcb, v.fcprojw, v.fcprojb}[i]
 }
 
+// logitRows is how many rows of logits the model holds for a batch of BT positions.
+func (m *Model) logitRows(BT int) int {
+	if m.lossRows > 0 {
+		return min(BT, m.lossRows)
+	}
+	return BT
+}
+
 // actsFor returns the activation views for a (B,T) batch, building them on first use.
 func (m *Model) actsFor(B, T int) *acts {
 	if a, ok := m.views[[2]int{B, T}]; ok {
@@ -253,7 +283,7 @@ func (m *Model) actsFor(B, T int) *acts {
 		fch: layers(ab.fch, BT*4*C), fchGelu: layers(ab.fchGelu, BT*4*C),
 		fcproj: layers(ab.fcproj, BT*C), res3: layers(ab.residual3, BT*C),
 		lnf: first(ab.lnf, BT*C), lnfMean: first(ab.lnfMean, BT), lnfRstd: first(ab.lnfRstd, BT),
-		logits: first(ab.logits, BT*Vp), logitsLse: first(ab.logitsLse, BT), losses: first(ab.losses, BT),
+		logits: first(ab.logits, m.logitRows(BT)*Vp), logitsLse: first(ab.logitsLse, BT), losses: first(ab.losses, BT),
 		dresidual: first(ab.dresidual, BT*C), dlnf: first(ab.dlnf, BT*C),
 		dln1: first(ab.dln1, BT*C), datty: first(ab.datty, BT*C), dln2: first(ab.dln2, BT*C),
 		dqkv: first(ab.dqkv, BT*3*C), dfch: first(ab.dfch, BT*4*C),
@@ -445,6 +475,9 @@ func (m *Model) forwardBatch(lossScale float32) error {
 		}
 		endLayer()
 	}
+	if m.lossRows > 0 {
+		return m.lossesByRows(BT)
+	}
 	m.matmulForward(a.logits, a.lnf, p.head, nil, BT, C, Vp) // LM head tied to wte
 	if !m.curTargets {
 		return nil
@@ -548,8 +581,29 @@ func (m *Model) backward(lossScale float32, g *paramViews) error {
 // LogitsRow copies the logits (V real columns) of sequence b at position t of the last Forward
 // without targets into dst (len V).
 func (m *Model) LogitsRow(dst []float32, b, t int) {
+	if m.lossRows > 0 {
+		panic("gpt: LogitsRow on a LossOnly model, which keeps no logits")
+	}
 	a := m.cur
 	Vp := m.Config.PaddedVocabSize
 	row := m.be.View(a.logits, (b*a.T+t)*Vp, len(dst))
 	m.be.Download(dst, row)
+}
+
+// lossesByRows is a LossOnly model's LM head and loss: the BT rows of the last forward's final
+// LayerNorm lossRows at a time through the head and the cross-entropy, into the logits of those
+// rows only. The losses are the bits the whole batch's head and loss give.
+func (m *Model) lossesByRows(BT int) error {
+	if !m.curTargets {
+		return fmt.Errorf("a loss-only model (gpt.LossOnly) computes losses; pass targets")
+	}
+	a, be, c := m.cur, m.be, m.Config
+	C, V, Vp := c.Channels, c.VocabSize, c.PaddedVocabSize
+	for r := 0; r < BT; r += m.lossRows {
+		n := min(m.lossRows, BT-r)
+		logits := be.View(a.logits, 0, n*Vp)
+		m.matmulForward(logits, be.View(a.lnf, r*C, n*C), m.fwd.head, nil, n, C, Vp)
+		be.CrossEntropyForward(be.View(a.losses, r, n), be.View(a.logitsLse, r, n), logits, be.View(a.targets, r, n), n, V, Vp)
+	}
+	return nil
 }

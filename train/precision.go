@@ -177,8 +177,8 @@ func (t *Trainer) precisionLine() string {
 // NewInferenceModel builds a forward-only model (gpt.NewInference: no gradients or moments) on
 // be for batches up to (B,T) holding the loaded weights (ReadParams), in the storage plan prec
 // (rounded to its compute format as they are uploaded: a forward-only model has no fp32 master).
-func (l *Loaded) NewInferenceModel(be backend.Backend, B, T int, prec gpt.Precision) (*gpt.Model, error) {
-	m, err := gpt.NewInference(be, l.Config, B, T, prec)
+func (l *Loaded) NewInferenceModel(be backend.Backend, B, T int, prec gpt.Precision, opts ...gpt.InferenceOption) (*gpt.Model, error) {
+	m, err := gpt.NewInference(be, l.Config, B, T, prec, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -86,20 +86,20 @@ func (d *deviceFlags) checkInt8() error {
 }
 
 // newModel builds loaded's forward-only model (no gradients or moments) on be for batches of
-// (B,T) in the --precision plan and, with --int8, an int8 inference model (without the float
+// (B,T) in the --precision plan (with opts, e.g. gpt.LossOnly) and, with --int8, an int8 inference model (without the float
 // matmul weights), saying on stderr how much its matmul weights take. The weights go straight
 // from the checkpoint file into the model when loadFlags.open left them there; otherwise it
 // drops loaded.Params, the host copy, once the model holds them, so that it can be freed (a
 // second model needs the weights loaded again).
-func (d *deviceFlags) newModel(loaded *train.Loaded, be backend.Backend, B, T int) (*gpt.Model, error) {
+func (d *deviceFlags) newModel(loaded *train.Loaded, be backend.Backend, B, T int, opts ...gpt.InferenceOption) (*gpt.Model, error) {
 	if !d.int8 {
-		model, err := loaded.NewInferenceModel(be, B, T, d.modelPrecision())
+		model, err := loaded.NewInferenceModel(be, B, T, d.modelPrecision(), opts...)
 		if err == nil {
 			loaded.Params = nil
 		}
 		return model, err
 	}
-	model, st, err := gpt.NewInferenceInt8(be, loaded.Config, B, T, d.modelPrecision(), loaded.ReadParams)
+	model, st, err := gpt.NewInferenceInt8(be, loaded.Config, B, T, d.modelPrecision(), loaded.ReadParams, opts...)
 	if err != nil {
 		return nil, err
 	}

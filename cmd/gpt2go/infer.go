@@ -195,7 +195,7 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	model, err := dev.newModel(loaded, be, B, T)
+	model, err := dev.newModel(loaded, be, B, T, gpt.LossOnly) // losses only: 128 rows of logits at a time
 	if err != nil {
 		return err
 	}
