@@ -92,6 +92,13 @@ func loadModel(path string, lazy bool) (*Loaded, *LoadedBERT, error) {
 		return nil, nil, fmt.Errorf("load model: %w", err)
 	}
 	if !st.IsDir() && isLLMC(path) {
+		if lazy {
+			cfg, read, err := gpt.OpenLLMC(path)
+			if err != nil {
+				return nil, nil, err
+			}
+			return &Loaded{Config: cfg, Source: path, file: read}, nil, nil
+		}
 		l, err := LoadLLMC(path)
 		return l, nil, err
 	}
