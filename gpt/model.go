@@ -100,8 +100,10 @@ type InferenceOption int
 
 // LossOnly builds a model that only computes losses (evaluation): its LM head and loss run over
 // lossRows rows at a time, so it holds those rows' logits rather than the whole batch's (1.6 GB
-// of GPT-2's at B=8 T=1024), with the same losses. A Forward without targets (so Attention too)
-// returns an error and LogitsRow panics; generation (its own KV cache) is unaffected.
+// of GPT-2's at B=8 T=1024), with the same losses on the CPU (a GPU may pick other matmul
+// algorithms for the smaller products, and re-reads wte for each). A Forward without targets
+// (so Attention too) returns an error and LogitsRow panics; generation (its own KV cache) is
+// unaffected.
 const LossOnly InferenceOption = 1
 
 // lossRows is how many rows of logits a LossOnly model computes at a time (26 MB for GPT-2).

@@ -51,7 +51,7 @@ func readParams(params []float32, file gpt.ParamsReader, source string, sink fun
 // OpenWeights is LoadWeights for a reader that puts the weights straight into a model
 // (NewInferenceModel, gpt.NewInferenceInt8 with ReadParams): a gpt2go checkpoint is verified
 // whole but its weights stay in the file until ReadParams reads them, so the process never
-// holds them twice. Other sources are read as LoadWeights reads them.
+// holds them twice; an llm.c model file is read the same way.
 func OpenWeights(path string) (*Loaded, error) {
 	l, enc, err := loadModel(path, true)
 	if err != nil {

@@ -108,6 +108,16 @@ func (d *deviceFlags) newModel(loaded *train.Loaded, be backend.Backend, B, T in
 	return model, nil
 }
 
+// lossOnly is the model option of an evaluation on be: gpt.LossOnly on the CPU (host memory),
+// where the batch's logits would be most of the process (1.6 GB of GPT-2's at B=8 T=1024);
+// none on a GPU, which has the room, and where 128-row LM heads would re-read wte per chunk.
+func lossOnly(be backend.Backend) []gpt.InferenceOption {
+	if _, host := be.(backend.HostMemory); host {
+		return []gpt.InferenceOption{gpt.LossOnly}
+	}
+	return nil
+}
+
 // modelPrecision is the model's storage plan for the resolved --precision (after open).
 func (d *deviceFlags) modelPrecision() gpt.Precision {
 	return train.Config{Precision: d.precision}.ModelPrecision()

@@ -8,7 +8,6 @@ import (
 	"os"
 
 	"github.com/gpt2go/gpt2go/eval"
-	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/internal/progress"
 	"github.com/gpt2go/gpt2go/prepare"
 	"github.com/gpt2go/gpt2go/train"
@@ -108,7 +107,7 @@ func (e *evalTaskFlags) runText(loaded *train.Loaded, lf *loadFlags, dev *device
 		return err
 	}
 	B = min(B, (len(ids)-1+T-1)/T) // no larger than the text needs
-	model, err := dev.newModel(loaded, be, B, T, gpt.LossOnly)
+	model, err := dev.newModel(loaded, be, B, T, lossOnly(be)...)
 	if err != nil {
 		return err
 	}

@@ -195,7 +195,7 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	model, err := dev.newModel(loaded, be, B, T, gpt.LossOnly) // losses only: 128 rows of logits at a time
+	model, err := dev.newModel(loaded, be, B, T, lossOnly(be)...)
 	if err != nil {
 		return err
 	}
