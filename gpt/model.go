@@ -440,6 +440,9 @@ func (m *Model) forwardBatch(lossScale float32) error {
 	if a == nil {
 		return fmt.Errorf("forward without a batch (SetBatch)")
 	}
+	if m.lossRows > 0 && !m.curTargets { // before the layers, not after them
+		return fmt.Errorf("a loss-only model (gpt.LossOnly) computes losses; pass targets")
+	}
 	c, be := m.Config, m.be
 	defer backend.Scope(be, "forward")()
 	C, NH, V, Vp := c.Channels, c.NumHeads, c.VocabSize, c.PaddedVocabSize
@@ -596,9 +599,6 @@ func (m *Model) LogitsRow(dst []float32, b, t int) {
 // LayerNorm lossRows at a time through the head and the cross-entropy, into the logits of those
 // rows only. The losses are the bits the whole batch's head and loss give.
 func (m *Model) lossesByRows(BT int) error {
-	if !m.curTargets {
-		return fmt.Errorf("a loss-only model (gpt.LossOnly) computes losses; pass targets")
-	}
 	a, be, c := m.cur, m.be, m.Config
 	C, V, Vp := c.Channels, c.VocabSize, c.PaddedVocabSize
 	for r := 0; r < BT; r += m.lossRows {
