@@ -25,8 +25,8 @@ func ReadLLMC(path string) (Config, []float32, error) {
 	if err != nil {
 		return Config{}, nil, err
 	}
-	params := make([]float32, cfg.NumParams())
-	if err := read(func(off int, chunk []float32) error { copy(params[off:], chunk); return nil }); err != nil {
+	params, err := ReadAll(read, cfg.NumParams())
+	if err != nil {
 		return Config{}, nil, err
 	}
 	return cfg, params, nil

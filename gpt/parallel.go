@@ -150,16 +150,12 @@ func (m *Trainable) SetMoments(m1, m2 []float32) error {
 func (m *Trainable) SetMomentsFrom(read func(m1, m2 func(off int, chunk []float32) error) error) error {
 	n := m.Params.Len()
 	off, _, real := m.Shard()
-	var got [2]int
+	orders := [2]chunkOrder{{what: "moment", n: n}, {what: "moment", n: n}}
 	sink := func(k int, dst backend.Buf) func(int, []float32) error {
 		return func(at int, chunk []float32) error {
-			switch {
-			case at != got[k]:
-				return fmt.Errorf("moments out of order: a chunk at %d after %d values", at, got[k])
-			case len(chunk) > n-at:
-				return fmt.Errorf("moment count mismatch: have at least %d, model needs %d", at+len(chunk), n)
+			if err := orders[k].take(at, len(chunk)); err != nil {
+				return err
 			}
-			got[k] += len(chunk)
 			if lo, hi := max(at, off), min(at+len(chunk), off+real); lo < hi {
 				m.be.Upload(m.be.View(dst, lo-off, hi-lo), chunk[lo-at:hi-at])
 			}
@@ -169,8 +165,8 @@ func (m *Trainable) SetMomentsFrom(read func(m1, m2 func(off int, chunk []float3
 	if err := read(sink(0, m.M), sink(1, m.V)); err != nil {
 		return err
 	}
-	if got != [2]int{n, n} {
-		return fmt.Errorf("moment count mismatch: have %d and %d, model needs %d", got[0], got[1], n)
+	if err := orders[0].done(); err != nil {
+		return err
 	}
-	return nil
+	return orders[1].done()
 }

@@ -210,13 +210,11 @@ func (t *Trainable) SetParamsFrom(read ParamsReader) error { return t.setParamsF
 // setParamsFrom is SetParamsFrom that hands the values of omitted tensors to omitted(i, off,
 // part), off being part's offset in specs[i], instead of skipping them (when not nil).
 func (t *Trainable) setParamsFrom(read ParamsReader, omitted func(i, off int, part []float32) error) error {
-	next, i, start := 0, 0, 0 // values read; the spec they reached and where it starts
-	err := read(func(off int, chunk []float32) error {
-		if off != next {
-			return fmt.Errorf("parameters out of order: a chunk at %d after %d values", off, next)
-		}
-		if len(chunk) > t.numParams-next {
-			return fmt.Errorf("parameter count mismatch: have at least %d, model needs %d", next+len(chunk), t.numParams)
+	order := chunkOrder{what: "parameter", n: t.numParams}
+	i, start := 0, 0 // the spec the values reached and where it starts
+	err := read(func(next int, chunk []float32) error {
+		if err := order.take(next, len(chunk)); err != nil {
+			return err
 		}
 		for len(chunk) > 0 {
 			for next >= start+t.specs[i].Size() {
@@ -237,13 +235,61 @@ func (t *Trainable) setParamsFrom(read ParamsReader, omitted func(i, off int, pa
 		}
 		return nil
 	})
+	if err == nil {
+		err = order.done()
+	}
 	if err != nil {
 		return err
 	}
-	if next != t.numParams {
-		return fmt.Errorf("parameter count mismatch: have %d, model needs %d", next, t.numParams)
-	}
 	t.ParamsChanged()
+	return nil
+}
+
+// ReadAll collects the n values read hands over into one host array, for what needs them all
+// at once (an export, a file reader's eager form).
+func ReadAll(read ParamsReader, n int) ([]float32, error) {
+	out := make([]float32, n)
+	order := chunkOrder{what: "parameter", n: n}
+	err := read(func(off int, chunk []float32) error {
+		if err := order.take(off, len(chunk)); err != nil {
+			return err
+		}
+		copy(out[off:], chunk)
+		return nil
+	})
+	if err == nil {
+		err = order.done()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// chunkOrder checks that a reader's chunks of what ("parameter", "moment") come in order and
+// cover exactly n values.
+type chunkOrder struct {
+	what    string
+	next, n int
+}
+
+// take accounts for a chunk of size values at off.
+func (c *chunkOrder) take(off, size int) error {
+	switch {
+	case off != c.next:
+		return fmt.Errorf("%ss out of order: a chunk at %d after %d values", c.what, off, c.next)
+	case size > c.n-off:
+		return fmt.Errorf("%s count mismatch: have at least %d, model needs %d", c.what, off+size, c.n)
+	}
+	c.next += size
+	return nil
+}
+
+// done says whether all n values came.
+func (c *chunkOrder) done() error {
+	if c.next != c.n {
+		return fmt.Errorf("%s count mismatch: have %d, model needs %d", c.what, c.next, c.n)
+	}
 	return nil
 }
 

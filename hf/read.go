@@ -80,11 +80,9 @@ func Read(path string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	params := make([]float32, m.Config.NumParams())
-	if err := m.ReadParams(func(off int, chunk []float32) error { copy(params[off:], chunk); return nil }); err != nil {
+	if m.Params, err = gpt.ReadAll(m.ReadParams, m.Config.NumParams()); err != nil {
 		return nil, err
 	}
-	m.Params = params
 	return m, nil
 }
 

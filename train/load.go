@@ -92,14 +92,11 @@ func loadModel(path string, lazy bool) (*Loaded, *LoadedBERT, error) {
 		return nil, nil, fmt.Errorf("load model: %w", err)
 	}
 	if !st.IsDir() && isLLMC(path) {
+		open := LoadLLMC
 		if lazy {
-			cfg, read, err := gpt.OpenLLMC(path)
-			if err != nil {
-				return nil, nil, err
-			}
-			return &Loaded{Config: cfg, Source: path, file: read}, nil, nil
+			open = openLLMC
 		}
-		l, err := LoadLLMC(path)
+		l, err := open(path)
 		return l, nil, err
 	}
 	ck, run, src, err := loadRun(path, st.IsDir(), lazy)
@@ -209,6 +206,15 @@ func LoadLLMC(path string) (*Loaded, error) {
 	return &Loaded{Config: cfg, Params: params, Source: path}, nil
 }
 
+// openLLMC is LoadLLMC leaving the weights in the file until ReadParams (gpt.OpenLLMC).
+func openLLMC(path string) (*Loaded, error) {
+	cfg, read, err := gpt.OpenLLMC(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Loaded{Config: cfg, Source: path, file: read}, nil
+}
+
 // InitHelp names what --init accepts, for flag help and errors.
 const InitHelp = "an llm.c model file, a Hugging Face GPT-2 folder (config.json + model.safetensors) or its model.safetensors, or hf:OWNER/NAME from the Hub (e.g. hf:openai-community/gpt2)"
 
@@ -237,11 +243,10 @@ func LoadInit(spec string, progress io.Writer) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	params := make([]float32, l.Config.NumParams())
-	if err := l.ReadParams(func(off int, chunk []float32) error { copy(params[off:], chunk); return nil }); err != nil {
+	if l.Params, err = gpt.ReadAll(l.ReadParams, l.Config.NumParams()); err != nil {
 		return nil, err
 	}
-	l.Params, l.file = params, nil
+	l.file = nil
 	return l, nil
 }
 
@@ -254,11 +259,7 @@ func OpenInit(spec string, progress io.Writer) (*Loaded, error) {
 		return nil, err
 	}
 	if kind == "llmc" {
-		cfg, read, err := gpt.OpenLLMC(path)
-		if err != nil {
-			return nil, err
-		}
-		return &Loaded{Config: cfg, Source: path, file: read}, nil
+		return openLLMC(path)
 	}
 	m, err := hf.Open(path)
 	if err != nil {
