@@ -44,31 +44,7 @@ func TestInferenceModelMatchesNew(t *testing.T) {
 		inf := inferenceTwin(t, m, B, T)
 		sameForward(t, prec.String(), m, inf, rand.New(rand.NewPCG(5, 6)), [2]int{B, T}, [2]int{2, 7})
 		tokens := []int32{3, 17, 9, 42, 0, 42, 7, 10, 17}
-		for layer := range cfg.NumLayers {
-			want, err := m.Attention(tokens, layer)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := inf.Attention(tokens, layer)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got.Probs, want.Probs) {
-				t.Errorf("%v: layer %d's attention map differs", prec, layer)
-			}
-		}
-		opts := gpt.SampleOptions{Tokens: 12, Temperature: 0, Seed: 1, Context: T}
-		want, err := m.Generate(tokens[:3], opts, func(int32) {})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := inf.Generate(tokens[:3], opts, func(int32) {})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("%v: greedy generation %v, the trainable model's %v", prec, got, want)
-		}
+		sameMapsAndGreedy(t, prec.String(), m, inf, tokens, T, layers(cfg)...)
 		if err := inf.Backward(1); err == nil || !strings.Contains(err.Error(), "inference only") {
 			t.Errorf("%v: backward on an inference model: %v, want a refusal", prec, err)
 		}
@@ -125,6 +101,46 @@ func sameForward(t *testing.T, label string, want, got *gpt.Model, rng *rand.Ran
 			}
 		}
 	}
+}
+
+// sameMapsAndGreedy checks that want and got give the same attention maps of tokens at the given
+// layers and the same 12 greedy tokens after tokens[:3] (the KV-cached path), context T.
+func sameMapsAndGreedy(t *testing.T, label string, want, got *gpt.Model, tokens []int32, T int, layers ...int) {
+	t.Helper()
+	for _, layer := range layers {
+		wantMap, err := want.Attention(tokens, layer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotMap, err := got.Attention(tokens, layer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(gotMap.Probs, wantMap.Probs) {
+			t.Errorf("%s: layer %d's attention map differs", label, layer)
+		}
+	}
+	opts := gpt.SampleOptions{Tokens: 12, Temperature: 0, Seed: 1, Context: T}
+	wantGen, err := want.Generate(tokens[:3], opts, func(int32) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotGen, err := got.Generate(tokens[:3], opts, func(int32) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(gotGen, wantGen) {
+		t.Errorf("%s: greedy generation %v, want %v", label, gotGen, wantGen)
+	}
+}
+
+// layers lists every layer of cfg.
+func layers(cfg gpt.Config) []int {
+	out := make([]int, cfg.NumLayers)
+	for l := range out {
+		out[l] = l
+	}
+	return out
 }
 
 // chunked reads params in chunks of n values, as a checkpoint file is read.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 
@@ -138,30 +137,7 @@ func testNewInferenceInt8(t *testing.T, be backend.Backend) {
 			t.Errorf("%v: Params holds %d values, want %d (no matmul weights)", prec, got, want)
 		}
 		sameForward(t, prec.String()+" int8", ref, q, rand.New(rand.NewPCG(9, 10)), [2]int{B, T}, [2]int{2, 7})
-		tokens := []int32{3, 17, 9, 42, 0, 42, 7, 10, 17}
-		wantMap, err := ref.Attention(tokens, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gotMap, err := q.Attention(tokens, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(gotMap.Probs, wantMap.Probs) {
-			t.Errorf("%v: the attention map differs", prec)
-		}
-		opts := gpt.SampleOptions{Tokens: 12, Temperature: 0, Seed: 1, Context: T}
-		want, err := ref.Generate(tokens[:3], opts, func(int32) {})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := q.Generate(tokens[:3], opts, func(int32) {})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("%v: greedy generation %v, QuantizeInt8's %v", prec, got, want)
-		}
+		sameMapsAndGreedy(t, prec.String()+" int8", ref, q, []int32{3, 17, 9, 42, 0, 42, 7, 10, 17}, T, 1)
 		if err := q.Backward(1); err == nil {
 			t.Errorf("%v: backward on an int8 model did not fail", prec)
 		}
