@@ -24,6 +24,17 @@ func geluForwardAVX2(y, x *float32, n int)
 func geluBackwardAVX2(dx, x, dy *float32, n int)
 
 //go:noescape
+func geluErfForwardAVX2(y, x *float32, n int)
+
+//go:noescape
+func geluErfBackwardAVX2(dx, x, dy *float32, n int)
+
+// normalCDFPDFAVX2 is the GELU kernels' Phi and phi in float64, for the tests.
+//
+//go:noescape
+func normalCDFPDFAVX2(cdf, pdf *float64, x *float32, n int)
+
+//go:noescape
 func adamWAVX2(w, grad, m, v *float32, n int, k *adamWConsts)
 
 //go:noescape
@@ -91,6 +102,29 @@ func geluBackward32(dx, x, dy []float32) {
 		geluBackwardAVX2(&dx[0], &x[0], &dy[0], body)
 	}
 	geluBackwardGo(dx[body:], x[body:], dy[body:])
+}
+
+// geluErfForward32 sets y[i] = x[i]*Phi(x[i]); bit-identical to geluErfForwardGo.
+func geluErfForward32(y, x []float32) {
+	y = y[:len(x)]
+	body := 0
+	if useElemKernels && len(x) >= 8 {
+		body = len(x) &^ 7
+		geluErfForwardAVX2(&y[0], &x[0], body)
+	}
+	geluErfForwardGo(y[body:], x[body:])
+}
+
+// geluErfBackward32 sets dx[i] = gelu'(x[i]) * dy[i] for the erf GELU (dx may be dy);
+// bit-identical to geluErfBackwardGo.
+func geluErfBackward32(dx, x, dy []float32) {
+	dx, dy = dx[:len(x)], dy[:len(x)]
+	body := 0
+	if useElemKernels && len(x) >= 8 {
+		body = len(x) &^ 7
+		geluErfBackwardAVX2(&dx[0], &x[0], &dy[0], body)
+	}
+	geluErfBackwardGo(dx[body:], x[body:], dy[body:])
 }
 
 // adamWSpan runs one AdamW step over w, g, m, v (same lengths); bit-identical to adamWGo. The

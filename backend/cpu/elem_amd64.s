@@ -285,6 +285,229 @@ gbDone:
 	VZEROUPPER
 	RET
 
+// The erf GELU's float64 constants, 4 lanes each (normalCDFPDF in gelu.go holds them too).
+#define SPLAT64(off, v) \
+	DATA erfConsts<>+(off)(SB)/8, v; DATA erfConsts<>+(off+8)(SB)/8, v; \
+	DATA erfConsts<>+(off+16)(SB)/8, v; DATA erfConsts<>+(off+24)(SB)/8, v
+
+SPLAT64(0, $0x7fffffffffffffff) // ERF_ABS: all bits but the sign
+SPLAT64(32, $0xbfe0000000000000) // ERF_NEGHALF = -0.5
+SPLAT64(64, $0xc060000000000000) // ERF_VMIN = -128
+SPLAT64(96, $0x3ff71547652b82fe) // ERF_LOG2E = 1.4426950408889634
+SPLAT64(128, $0x4338000000000000) // ERF_MAGIC = 6.755399441055744e+15
+SPLAT64(160, $0x3fe62e42fee00000) // ERF_LN2HI = 0.6931471803691238
+SPLAT64(192, $0x3dea39ef35793c76) // ERF_LN2LO = 1.9082149292705877e-10
+SPLAT64(224, $0x3ec71de3a556c734) // ERF_E9 = 2.7557319223985893e-06
+SPLAT64(256, $0x3efa01a01a01a01a) // ERF_E8 = 2.48015873015873e-05
+SPLAT64(288, $0x3f2a01a01a01a01a) // ERF_E7 = 0.0001984126984126984
+SPLAT64(320, $0x3f56c16c16c16c17) // ERF_E6 = 0.001388888888888889
+SPLAT64(352, $0x3f81111111111111) // ERF_E5 = 0.008333333333333333
+SPLAT64(384, $0x3fa5555555555555) // ERF_E4 = 0.041666666666666664
+SPLAT64(416, $0x3fc5555555555555) // ERF_E3 = 0.16666666666666666
+SPLAT64(448, $0x3fe0000000000000) // ERF_E2 = 0.5
+SPLAT64(480, $0x3ff0000000000000) // ERF_E1 = 1
+SPLAT64(512, $0x3ff0000000000000) // ERF_E0 = 1
+SPLAT64(544, $0x00000000000003ff) // ERF_BIAS: 1023 as an int64
+SPLAT64(576, $0x4030000000000000) // ERF_CUT = 16
+SPLAT64(608, $0x3fd9884533d43651) // ERF_INVSQRT2PI = 0.3989422804014327
+SPLAT64(640, $0x4010000000000000) // ERF_FOUR = 4
+SPLAT64(672, $0x3f98834acc2d905d) // ERF_M13 = 0.023938339912448082
+SPLAT64(704, $0xbfc8e99f4edf8ac4) // ERF_M12 = -0.1946295867083646
+SPLAT64(736, $0x3fe59687dfaa280c) // ERF_M11 = 0.6746253364992767
+SPLAT64(768, $0xbff481481d6a02f8) // ERF_M10 = -1.2815629147518717
+SPLAT64(800, $0x3ff7918ff8c47bbc) // ERF_M9 = 1.473037692783449
+SPLAT64(832, $0xbff2fd09d5c834a7) // ERF_M8 = -1.1867769575940572
+SPLAT64(864, $0x3fe89e4c978727f2) // ERF_M7 = 0.7693236312418306
+SPLAT64(896, $0xbfc9bac42147f386) // ERF_M6 = -0.20101215004970302
+SPLAT64(928, $0x3fd0903eccada5c2) // ERF_M5 = 0.2588040350734354
+SPLAT64(960, $0x3fc70005c364c60c) // ERF_M4 = 0.17968818703370493
+SPLAT64(992, $0x3fce803f6601b560) // ERF_M3 = 0.23828880768580074
+SPLAT64(1024, $0x3fcff19d73ebb344) // ERF_M2 = 0.24956100616636878
+SPLAT64(1056, $0x3fd0007c38f123d2) // ERF_M1 = 0.2500296169351347
+SPLAT64(1088, $0xbeae6e4ca5c00000) // ERF_M0 = -9.069102122616357e-07
+SPLAT64(1120, $0x3ff0000000000000) // ERF_ONE = 1
+#define ERF_ABS erfConsts<>+0(SB)
+#define ERF_NEGHALF erfConsts<>+32(SB)
+#define ERF_VMIN erfConsts<>+64(SB)
+#define ERF_LOG2E erfConsts<>+96(SB)
+#define ERF_MAGIC erfConsts<>+128(SB)
+#define ERF_LN2HI erfConsts<>+160(SB)
+#define ERF_LN2LO erfConsts<>+192(SB)
+#define ERF_E9 erfConsts<>+224(SB)
+#define ERF_E8 erfConsts<>+256(SB)
+#define ERF_E7 erfConsts<>+288(SB)
+#define ERF_E6 erfConsts<>+320(SB)
+#define ERF_E5 erfConsts<>+352(SB)
+#define ERF_E4 erfConsts<>+384(SB)
+#define ERF_E3 erfConsts<>+416(SB)
+#define ERF_E2 erfConsts<>+448(SB)
+#define ERF_E1 erfConsts<>+480(SB)
+#define ERF_E0 erfConsts<>+512(SB)
+#define ERF_BIAS erfConsts<>+544(SB)
+#define ERF_CUT erfConsts<>+576(SB)
+#define ERF_INVSQRT2PI erfConsts<>+608(SB)
+#define ERF_FOUR erfConsts<>+640(SB)
+#define ERF_M13 erfConsts<>+672(SB)
+#define ERF_M12 erfConsts<>+704(SB)
+#define ERF_M11 erfConsts<>+736(SB)
+#define ERF_M10 erfConsts<>+768(SB)
+#define ERF_M9 erfConsts<>+800(SB)
+#define ERF_M8 erfConsts<>+832(SB)
+#define ERF_M7 erfConsts<>+864(SB)
+#define ERF_M6 erfConsts<>+896(SB)
+#define ERF_M5 erfConsts<>+928(SB)
+#define ERF_M4 erfConsts<>+960(SB)
+#define ERF_M3 erfConsts<>+992(SB)
+#define ERF_M2 erfConsts<>+1024(SB)
+#define ERF_M1 erfConsts<>+1056(SB)
+#define ERF_M0 erfConsts<>+1088(SB)
+#define ERF_ONE erfConsts<>+1120(SB)
+GLOBL erfConsts<>(SB), RODATA|NOPTR, $1152
+
+// ERF_PHI sets PHI = Phi(x) and G = phi(x) for 4 float64 lanes X with exactly the operations of
+// normalCDFPDF (gelu.go), in its order, so both give the same bits; A, R, K, T and P are
+// clobbered. Phi(-|x|) = phi(|x|)*m(|x|): exp(-x*x/2) by k = round(v*log2e), r = v - k*ln2 and
+// e^r's Taylor series, zeroed for |x| >= 16 (and NaN); m by a polynomial in t = 4/(4+|x|). Phi is
+// Phi(-|x|) where x's sign bit is set (VBLENDVPD reads it), else 1 - Phi(-|x|).
+#define ERF_PHI(X, PHI, G, A, R, K, T, P) \
+	VANDPD       ERF_ABS, X, A \
+	VMULPD       X, X, R \
+	VMULPD       ERF_NEGHALF, R, R \
+	VMAXPD       ERF_VMIN, R, R \
+	VMOVUPD      ERF_MAGIC, K \
+	VFMADD231PD  ERF_LOG2E, R, K \
+	VSUBPD       ERF_MAGIC, K, T \
+	VFNMADD231PD ERF_LN2HI, T, R \
+	VFNMADD231PD ERF_LN2LO, T, R \
+	VMOVUPD      ERF_E9, P \
+	VFMADD213PD  ERF_E8, R, P \
+	VFMADD213PD  ERF_E7, R, P \
+	VFMADD213PD  ERF_E6, R, P \
+	VFMADD213PD  ERF_E5, R, P \
+	VFMADD213PD  ERF_E4, R, P \
+	VFMADD213PD  ERF_E3, R, P \
+	VFMADD213PD  ERF_E2, R, P \
+	VFMADD213PD  ERF_E1, R, P \
+	VFMADD213PD  ERF_E0, R, P \
+	VPADDQ       ERF_BIAS, K, K \
+	VPSLLQ       $52, K, K \
+	VMULPD       K, P, P \
+	VCMPPD       $0x11, ERF_CUT, A, K \
+	VANDPD       K, P, G \
+	VMULPD       ERF_INVSQRT2PI, G, G \
+	VADDPD       ERF_FOUR, A, T \
+	VMOVUPD      ERF_FOUR, P \
+	VDIVPD       T, P, T \
+	VMOVUPD      ERF_M13, P \
+	VFMADD213PD  ERF_M12, T, P \
+	VFMADD213PD  ERF_M11, T, P \
+	VFMADD213PD  ERF_M10, T, P \
+	VFMADD213PD  ERF_M9, T, P \
+	VFMADD213PD  ERF_M8, T, P \
+	VFMADD213PD  ERF_M7, T, P \
+	VFMADD213PD  ERF_M6, T, P \
+	VFMADD213PD  ERF_M5, T, P \
+	VFMADD213PD  ERF_M4, T, P \
+	VFMADD213PD  ERF_M3, T, P \
+	VFMADD213PD  ERF_M2, T, P \
+	VFMADD213PD  ERF_M1, T, P \
+	VFMADD213PD  ERF_M0, T, P \
+	VMULPD       G, P, P \
+	VMOVUPD      ERF_ONE, PHI \
+	VSUBPD       P, PHI, PHI \
+	VBLENDVPD    X, P, PHI, PHI
+
+// func normalCDFPDFAVX2(cdf, pdf *float64, x *float32, n int)
+// cdf[i], pdf[i] = ERF_PHI(x[i]) for i < n, n a multiple of 4: the float64 values the GELU kernels
+// round, for TestGeluErfKernels to compare with normalCDFPDF's bit for bit.
+TEXT ·normalCDFPDFAVX2(SB), NOSPLIT, $0-32
+	MOVQ cdf+0(FP), DI
+	MOVQ pdf+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), CX
+
+ncLoop:
+	CMPQ      CX, $4
+	JLT       ncDone
+	VCVTPS2PD (SI), Y0
+	ERF_PHI(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
+	VMOVUPD   Y1, (DI)
+	VMOVUPD   Y2, (DX)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	ADDQ      $32, DX
+	SUBQ      $4, CX
+	JMP       ncLoop
+
+ncDone:
+	VZEROUPPER
+	RET
+
+// func geluErfForwardAVX2(y, x *float32, n int)
+// y[i] = x[i]*Phi(x[i]) for i < n, n a multiple of 8, in float64 rounded once (as geluErfForwardGo).
+TEXT ·geluErfForwardAVX2(SB), NOSPLIT, $0-24
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+
+efLoop:
+	CMPQ       CX, $8
+	JLT        efDone
+	VCVTPS2PD  (SI), Y0
+	VCVTPS2PD  16(SI), Y8
+	ERF_PHI(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
+	ERF_PHI(Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15)
+	VMULPD     Y1, Y0, Y1
+	VMULPD     Y9, Y8, Y9
+	VCVTPD2PSY Y1, X1
+	VCVTPD2PSY Y9, X9
+	VMOVUPS    X1, (DI)
+	VMOVUPS    X9, 16(DI)
+	ADDQ       $32, SI
+	ADDQ       $32, DI
+	SUBQ       $8, CX
+	JMP        efLoop
+
+efDone:
+	VZEROUPPER
+	RET
+
+// func geluErfBackwardAVX2(dx, x, dy *float32, n int)
+// dx[i] = (Phi(x) + x*phi(x)) * dy[i] for x = x[i], i < n, n a multiple of 8 (as
+// geluErfBackwardGo); dx may be dy.
+TEXT ·geluErfBackwardAVX2(SB), NOSPLIT, $0-32
+	MOVQ dx+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ dy+16(FP), DX
+	MOVQ n+24(FP), CX
+
+ebLoop:
+	CMPQ        CX, $8
+	JLT         ebDone
+	VCVTPS2PD   (SI), Y0
+	VCVTPS2PD   16(SI), Y8
+	ERF_PHI(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
+	ERF_PHI(Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15)
+	VFMADD231PD Y0, Y2, Y1
+	VFMADD231PD Y8, Y10, Y9
+	VCVTPS2PD   (DX), Y3
+	VCVTPS2PD   16(DX), Y11
+	VMULPD      Y3, Y1, Y1
+	VMULPD      Y11, Y9, Y9
+	VCVTPD2PSY  Y1, X1
+	VCVTPD2PSY  Y9, X9
+	VMOVUPS     X1, (DI)
+	VMOVUPS     X9, 16(DI)
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	ADDQ        $32, DX
+	SUBQ        $8, CX
+	JMP         ebLoop
+
+ebDone:
+	VZEROUPPER
+	RET
+
 // func adamWAVX2(w, grad, m, v *float32, n int, k *adamWConsts)
 // One AdamW step over n elements (a multiple of 8) with the same float32 operations, in the same
 // order and without fused multiply-adds, as adamWGo, so both give identical bits.

@@ -113,6 +113,68 @@ func TestGeluKernels(t *testing.T) {
 	}
 }
 
+// TestGeluErfKernels requires identical bits: the kernel performs normalCDFPDF's float64
+// operations one for one. The inputs cover both tails, the cut at |x| = 16, zeros of both signs,
+// infinities and NaN.
+func TestGeluErfKernels(t *testing.T) {
+	requireKernels(t)
+	r := newRand(45)
+	special := []float32{0, float32(math.Copysign(0, -1)), 16, -16, math.Nextafter32(16, 0), -math.Nextafter32(16, 0),
+		15.5, -15.5, 1e-30, -1e-30, 1e-45, 3e38, -3e38, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	for _, n := range kernelLengths {
+		x, dy, dx0 := randoms[float32](r, n), randoms[float32](r, n), randoms[float32](r, n)
+		for i := range x {
+			x[i] *= 20
+			if i%5 == 0 {
+				x[i] = special[(i/5)%len(special)]
+			}
+		}
+		want := make([]float32, n)
+		geluErfForwardGo(want, x)
+		got, all := guarded(make([]float32, n))
+		geluErfForward32(got, x)
+		checkGuards(t, "geluErfForward", all)
+		sameBits(t, "geluErfForward", n, x, got, want)
+		wantD := clone(dx0)
+		geluErfBackwardGo(wantD, x, dy)
+		gotD, all := guarded(dx0)
+		geluErfBackward32(gotD, x, dy)
+		checkGuards(t, "geluErfBackward", all)
+		sameBits(t, "geluErfBackward", n, x, gotD, wantD)
+		// In place (dx = dy), as the MLP backward runs it.
+		geluErfBackward32(dy, x, dy)
+		sameBits(t, "geluErfBackward in place", n, x, dy, wantD)
+	}
+	// Below the float32 results: Phi and phi in float64, the same bits over a dense sweep of
+	// [-17, 17] and the special values.
+	x := append(special, make([]float32, 1<<20)...)
+	x = x[:len(x)&^3]
+	for i := len(special); i < len(x); i++ {
+		x[i] = -17 + 34*float32(i)/float32(len(x))
+	}
+	cdf, pdf := make([]float64, len(x)), make([]float64, len(x))
+	normalCDFPDFAVX2(&cdf[0], &pdf[0], &x[0], len(x))
+	for i, v := range x {
+		c, p := normalCDFPDF(float64(v))
+		if math.Float64bits(c) != math.Float64bits(cdf[i]) || math.Float64bits(p) != math.Float64bits(pdf[i]) {
+			if v == v { // NaN in, NaN out: payloads may differ
+				t.Fatalf("x = %g: kernel Phi %v phi %v, Go %v %v", v, cdf[i], pdf[i], c, p)
+			}
+		}
+	}
+}
+
+// sameBits fails unless got and want hold the same bits (any NaN matching any NaN).
+func sameBits(t *testing.T, name string, n int, x, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		g, w := got[i], want[i]
+		if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+			t.Fatalf("n=%d: %s at x = %g: %g (%#x), Go %g (%#x)", n, name, x[i], g, math.Float32bits(g), w, math.Float32bits(w))
+		}
+	}
+}
+
 // TestAdamWKernel requires identical bits: the kernel rounds every operation as adamWGo does.
 func TestAdamWKernel(t *testing.T) {
 	requireKernels(t)
@@ -165,6 +227,7 @@ func TestElemOpsWithoutKernels(t *testing.T) {
 	t.Run("CrossEntropyFloat32", TestCrossEntropyFloat32)
 	t.Run("CrossEntropyNaN", TestCrossEntropyNaN)
 	t.Run("GeluFloat32", TestGeluFloat32)
+	t.Run("GeluErfFloat32", TestGeluErfFloat32)
 	t.Run("AdamW", TestAdamW)
 	t.Run("SumSquares", TestSumSquares)
 	t.Run("LayerNormForward", TestLayerNormForward)

@@ -107,8 +107,9 @@ func (be *Backend) GeluErfBackward(dinp, inp, dout backend.Buf, N int) {
 var invSqrt2, invSqrt2Pi = 1 / math.Sqrt2, 1 / math.Sqrt(2*math.Pi)
 
 // geluErfForward: out(N) = 0.5*x*(1 + erf(x/sqrt(2))) for x = inp(N), in float64 and rounded
-// once to F. float64, the tests' reference, calls math.Erf; float32 interpolates Phi from a table
-// (normalCDFPDF), several times faster and within 2 ulps of the float32-rounded exact value.
+// once to F. float64, the tests' reference, calls math.Erf; float32 runs geluErfForward32 (the
+// AVX2 kernel of elem_amd64.s, or geluErfForwardGo: the same bits), which evaluates Phi in
+// float64 with normalCDFPDF's polynomials, within 1 ulp of the float32-rounded exact value.
 // Either way an element's result does not depend on the thread count.
 func geluErfForward[F Float](p *pool, out, inp []F, N int) {
 	job := reuse[geluErfForwardJob[F]](p)
@@ -122,11 +123,7 @@ type geluErfForwardJob[F Float] struct{ out, inp []F }
 func (job *geluErfForwardJob[F]) runRange(lo, hi int) {
 	x, y := job.inp[lo:hi], job.out[lo:hi]
 	if x32, ok := any(x).([]float32); ok {
-		y32 := any(y).([]float32)
-		for i, xi := range x32 {
-			cdf, _ := normalCDFPDF(float64(xi))
-			y32[i] = float32(float64(xi) * cdf)
-		}
+		geluErfForward32(any(y).([]float32), x32)
 		return
 	}
 	for i, xi := range x {
@@ -136,8 +133,8 @@ func (job *geluErfForwardJob[F]) runRange(lo, hi int) {
 }
 
 // geluErfBackward writes dinp(N) = gelu'(x)*dout(N) for x = inp(N), with
-// gelu'(x) = Phi(x) + x*phi(x), in float64 (math.Erf and math.Exp, or for float32 the table) as
-// geluErfForward.
+// gelu'(x) = Phi(x) + x*phi(x), in float64 (math.Erf and math.Exp, or for float32
+// geluErfBackward32) as geluErfForward.
 func geluErfBackward[F Float](p *pool, dinp, inp, dout []F, N int) {
 	job := reuse[geluErfBackwardJob[F]](p)
 	*job = geluErfBackwardJob[F]{dinp: dinp[:N], inp: inp[:N], dout: dout[:N]}
@@ -150,11 +147,7 @@ type geluErfBackwardJob[F Float] struct{ dinp, inp, dout []F }
 func (job *geluErfBackwardJob[F]) runRange(lo, hi int) {
 	x, dy, dx := job.inp[lo:hi], job.dout[lo:hi], job.dinp[lo:hi]
 	if x32, ok := any(x).([]float32); ok {
-		dy32, dx32 := any(dy).([]float32), any(dx).([]float32)
-		for i, xi := range x32 {
-			cdf, pdf := normalCDFPDF(float64(xi))
-			dx32[i] = float32((cdf + float64(xi)*pdf) * float64(dy32[i]))
-		}
+		geluErfBackward32(any(dx).([]float32), x32, any(dy).([]float32))
 		return
 	}
 	for i, xi := range x {
@@ -164,57 +157,90 @@ func (job *geluErfBackwardJob[F]) runRange(lo, hi int) {
 	}
 }
 
-// The float32 erf GELU reads the normal CDF and density from a table of cubics: for
-// z = |x|/sqrt(2) in [i*h, (i+1)*h), h = 1/erfTableSteps, erfc(z) and exp(-z*z) are the cubic
-// Hermite interpolants of their values and derivatives at the two ends, which the table holds as
-// polynomials in t = z/h - i. Their error, h^4/384 times the largest fourth derivative, is below
-// 1e-11 absolute, and relative to erfc below 2.5e-8 for z < 6 (x > -8.5), so
-// Phi(x) = erfc(-x/sqrt(2))/2 is accurate in both tails (no 1 - erf cancellation for negative
-// x). Past z = erfTableEnd both are 0 in float32 terms (erfc(10) = 2e-45).
+// geluErfForwardGo sets y[i] = x[i]*Phi(x[i]), computed in float64 by normalCDFPDF and rounded
+// once; the AVX2 kernel gives the same bits.
+func geluErfForwardGo(y, x []float32) {
+	y = y[:len(x)]
+	for i, xi := range x {
+		v := float64(xi)
+		cdf, _ := normalCDFPDF(v)
+		y[i] = float32(v * cdf)
+	}
+}
+
+// geluErfBackwardGo sets dx[i] = (Phi(x) + x*phi(x)) * dy[i] for x = x[i] (dx may be dy), in
+// float64 as geluErfForwardGo.
+func geluErfBackwardGo(dx, x, dy []float32) {
+	dx, dy = dx[:len(x)], dy[:len(x)]
+	for i, xi := range x {
+		v := float64(xi)
+		cdf, pdf := normalCDFPDF(v)
+		dx[i] = float32(math.FMA(v, pdf, cdf) * float64(dy[i]))
+	}
+}
+
+// normalCDFPDF returns Phi(x) and phi(x) = exp(-x*x/2)/sqrt(2*pi) for the float32 erf GELU, in
+// float64 operations that the AVX2 kernel (ERF_PHI in elem_amd64.s) performs one for one:
+// math.FMA where it fuses, and no expression the compiler could fuse (x*y + z) elsewhere, so
+// both give identical bits on every architecture.
+//
+// Phi(-a) for a = |x| is phi(a)*m(a), with m Mills' ratio (smooth, m(0) = sqrt(pi/2), m(a) ~ 1/a):
+// no 1 - erf cancellation in the negative tail, and the Gaussian serves the backward too.
+//   - exp(v), v = -x*x/2 (exact: x is a float32): k = round(v/ln 2), r = v - k*ln 2 in two parts,
+//     e^r by its Taylor series to r^9 (|r| <= 0.35: relative error below 1e-11), times 2^k made in
+//     the exponent bits. v is clamped at -128, and for |x| >= 16 (or NaN) phi is 0: x*Phi(x)
+//     rounds to 0 or x in float32 there.
+//   - m(a) is a degree-13 polynomial in t = 4/(4+a), interpolating m at the Chebyshev nodes of
+//     t in [0.2, 1] (a in [0, 16]; TestGeluErfMillsFit derives the coefficients again): relative
+//     error below 3e-11.
+//
+// Phi(x) is then Phi(-a) for negative x (sign bit set) and 1 - Phi(-a) otherwise. Together the
+// error is far below float32's half ulp (3e-8): the forward is within 1 ulp of the exact value.
+func normalCDFPDF(x float64) (cdf, pdf float64) {
+	a := math.Abs(x)
+	v := max(-0.5*(x*x), -128)
+	kd := math.FMA(v, expLog2E, expMagic) // k + 1.5*2^52: k in the low mantissa bits
+	k := kd - expMagic
+	r := math.FMA(-k, expLn2Hi, v)
+	r = math.FMA(-k, expLn2Lo, r)
+	s := expTaylor[len(expTaylor)-1]
+	for i := len(expTaylor) - 2; i >= 0; i-- {
+		s = math.FMA(s, r, expTaylor[i])
+	}
+	e := s * math.Float64frombits((math.Float64bits(kd)+1023)<<52)
+	if !(a < erfCut) {
+		e = 0
+	}
+	pdf = e * invSqrt2Pi
+	t := 4 / (4 + a)
+	m := millsPoly[len(millsPoly)-1]
+	for i := len(millsPoly) - 2; i >= 0; i-- {
+		m = math.FMA(m, t, millsPoly[i])
+	}
+	q := float64(pdf * m) // Phi(-|x|); the conversion keeps 1 - q from being fused with it
+	cdf = 1 - q
+	if math.Signbit(x) {
+		cdf = q
+	}
+	return cdf, pdf
+}
+
+// The constants of normalCDFPDF (and of ERF_PHI, which holds them again in elem_amd64.s).
 const (
-	erfTableSteps = 256
-	erfTableEnd   = 10
+	erfCut   = 16
+	expLog2E = 1.4426950408889634         // log2(e)
+	expMagic = 6755399441055744           // 1.5*2^52: adding it rounds to an integer
+	expLn2Hi = 6.93147180369123816490e-01 // ln 2, high part (32 bits: k*expLn2Hi is exact)
+	expLn2Lo = 1.90821492927058770002e-10 // ln 2 - expLn2Hi
 )
 
-// erfTableRow holds one interval's cubics, c[0] + t*(c[1] + t*(c[2] + t*c[3])): erfc in erfc,
-// exp(-z*z) in gauss. 64 bytes, one cache line.
-type erfTableRow struct{ erfc, gauss [4]float64 }
+// expTaylor holds 1/i! for i = 0..9.
+var expTaylor = [10]float64{1, 1, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040, 1.0 / 40320, 1.0 / 362880}
 
-var erfTable = func() []erfTableRow {
-	const h = 1.0 / erfTableSteps
-	rows := make([]erfTableRow, erfTableEnd*erfTableSteps)
-	hermite := func(f0, f1, d0, d1 float64) [4]float64 { // d0, d1: derivatives times h
-		return [4]float64{f0, d0, 3*(f1-f0) - 2*d0 - d1, 2*(f0-f1) + d0 + d1}
-	}
-	for i := range rows {
-		z0, z1 := float64(i)*h, float64(i+1)*h
-		g0, g1 := math.Exp(-z0*z0), math.Exp(-z1*z1)
-		rows[i].erfc = hermite(math.Erfc(z0), math.Erfc(z1), -2/math.SqrtPi*g0*h, -2/math.SqrtPi*g1*h)
-		rows[i].gauss = hermite(g0, g1, -2*z0*g0*h, -2*z1*g1*h)
-	}
-	return rows
-}()
-
-// normalCDFPDF returns Phi(x) and phi(x) = exp(-x*x/2)/sqrt(2*pi) from erfTable.
-func normalCDFPDF(x float64) (cdf, pdf float64) {
-	s := math.Abs(x) * invSqrt2 * erfTableSteps
-	if !(s < erfTableEnd*erfTableSteps) { // past the table, or NaN
-		switch {
-		case x > 0:
-			return 1, 0
-		case x < 0:
-			return 0, 0
-		}
-		return x, x // NaN
-	}
-	i := int(s)
-	t := s - float64(i)
-	r := &erfTable[i]
-	erfc := r.erfc[0] + t*(r.erfc[1]+t*(r.erfc[2]+t*r.erfc[3]))
-	gauss := r.gauss[0] + t*(r.gauss[1]+t*(r.gauss[2]+t*r.gauss[3]))
-	cdf = 0.5 * erfc // Phi(-|x|)
-	if x > 0 {
-		cdf = 1 - cdf
-	}
-	return cdf, gauss * invSqrt2Pi
+// millsPoly holds m(a)'s coefficients in t = 4/(4+a), constant term first.
+var millsPoly = [14]float64{
+	-9.069102122616357e-07, 0.2500296169351347, 0.24956100616636878, 0.23828880768580074,
+	0.17968818703370493, 0.2588040350734354, -0.20101215004970302, 0.7693236312418306,
+	-1.1867769575940572, 1.473037692783449, -1.2815629147518717, 0.6746253364992767,
+	-0.1946295867083646, 0.023938339912448082,
 }
