@@ -224,6 +224,79 @@ func trainSteps(t *testing.T, be backend.Backend, r *reference, n int) ([]float3
 	return losses, download(be, m.Params)
 }
 
+// A model from NewMasked, its MLM head planned for the most positions the fixture's batches mask,
+// gives the bits New's gives over three training steps; it refuses a batch with more masked
+// positions than planned, and one without targets, with one-line errors.
+func TestNewMasked(t *testing.T) {
+	for _, name := range variants {
+		r := loadReference(t, name)
+		countMasked := func(b bert.Batch) int {
+			n := 0
+			for _, tgt := range b.Targets {
+				if tgt >= 0 {
+					n++
+				}
+			}
+			return n
+		}
+		most := 0
+		for i := range 3 {
+			most = max(most, countMasked(r.batch(t, i)))
+		}
+		if 2*most > r.B*r.T {
+			t.Fatalf("%s: %d of %d positions masked; the test needs a head smaller than B*T", name, most, r.B*r.T)
+		}
+		be := cpu.New(2)
+		full := r.newModel(t, be)
+		m, err := bert.NewMasked(be, r.cfg, r.B, r.T, most, gpt.Precision{}, gpt.Parallel{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.SetParams(r.params(t)); err != nil {
+			t.Fatal(err)
+		}
+		opt := gpt.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
+		for i := range 3 {
+			var losses [2]float32
+			var grads [2][]float32
+			for j, mm := range []*bert.Model{full, m} {
+				mm.ZeroGrad()
+				loss, err := mm.ForwardBatch(r.batch(t, i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := mm.Backward(1); err != nil {
+					t.Fatal(err)
+				}
+				losses[j], grads[j] = loss, download(be, mm.Grads)
+				mm.Update(opt, 3e-3, i+1, min(1, 1/(mm.GradNorm()+1e-6)))
+			}
+			if losses[0] != losses[1] || !slices.Equal(grads[0], grads[1]) {
+				t.Fatalf("%s step %d: NewMasked's loss %v and gradients differ from New's (loss %v)", name, i, losses[1], losses[0])
+			}
+		}
+		b := r.batch(t, 0)
+		small, err := bert.NewMasked(be, r.cfg, r.B, r.T, countMasked(b)-1, gpt.Precision{}, gpt.Parallel{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		noTargets := b
+		noTargets.Targets = nil
+		for what, run := range map[string]func() error{
+			"one masked position too many": func() error { _, err := small.ForwardBatch(b); return err },
+			"a batch without targets":      func() error { _, err := m.ForwardBatch(noTargets); return err },
+		} {
+			if err := run(); err == nil || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s: %s gave error %v, want one line", name, what, err)
+			}
+		}
+		if _, err := bert.NewMasked(be, r.cfg, r.B, r.T, r.B*r.T+1, gpt.Precision{}, gpt.Parallel{}); err == nil {
+			t.Errorf("%s: NewMasked accepted more masked positions than B*T", name)
+		}
+		be.Close()
+	}
+}
+
 // The CPU backend's results do not depend on the thread count, so a resumed run gives the same
 // bits on any number of threads.
 func TestStepsIndependentOfThreads(t *testing.T) {

@@ -104,6 +104,12 @@ func (mk *Masker) Mask(inputs, targets, tokens []int32, B, T, step, micro int) e
 	return nil
 }
 
+// MaxMasked is the most positions Mask chooses in B windows of T tokens (it chooses
+// max(1, round(Rate*n)) of a window's n <= T non-special positions): NewMasked's maxMasked.
+func (mk *Masker) MaxMasked(B, T int) int {
+	return B * max(1, int(math.Round(mk.Rate*float64(T))))
+}
+
 // randomToken draws a token uniformly from the non-special part of the vocabulary.
 func (mk *Masker) randomToken(rng *rand.Rand) int32 {
 	for {

@@ -25,6 +25,9 @@ type Model struct {
 	scratch       paramViews // views of GradScratch (gpt.Parallel.SeparateAccum)
 
 	maxB, maxT int
+	// maxRows is the MLM head's capacity: the masked rows of a Forward with targets, or all B*T
+	// rows of one without; maxB*maxT unless NewMasked planned for fewer.
+	maxRows int
 	// compute is the storage format of the parameters' compute copy, the activations and their
 	// gradients (gpt.Precision.Compute); statistics (LayerNorm mean and rstd, attention's and
 	// the loss's log-sum-exp, the losses) are always fp32.
@@ -73,7 +76,7 @@ type actBuffers struct {
 	qkv, atty, attLse, attproj, res1, ln1, ln1Mean, ln1Rstd []backend.Buf
 	fch, fchGelu, fcproj, res2, ln2, ln2Mean, ln2Rstd       []backend.Buf
 	lnf, lnfMean, lnfRstd                                   backend.Buf
-	// MLM head on R rows (the M masked positions, or all B*T without targets): gathered (R,C)
+	// MLM head on R <= maxRows rows (the M masked positions, or all B*T without targets): gathered (R,C)
 	// holds the masked rows of the encoder's output, headPre the dense layer's output, headAct
 	// its GELU, headLN the LayerNorm, logits (R,Vp) = headLN @ wte^T + outb.
 	gathered, headPre, headAct, headLN, headMean, headRstd backend.Buf
@@ -98,16 +101,27 @@ func NewWithPrecision(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.P
 // NewParallel is NewWithPrecision with the buffer layout par asks for data-parallel training
 // (gpt.Parallel: a separate micro-batch gradient for BackwardAccumulate, ZeRO-1 shards).
 func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.Precision, par gpt.Parallel) (*Model, error) {
-	return newModel(be, cfg, maxB, maxT, prec, par, false)
+	return newModel(be, cfg, maxB, maxT, maxB*maxT, prec, par, false)
+}
+
+// NewMasked is NewParallel for a model that only runs batches with targets, at most maxMasked of
+// them per batch (Masker.MaxMasked: BERT masks 15% of the positions): the MLM head's buffers,
+// the (rows, padded vocabulary) logits above all, hold maxMasked rows rather than maxB*maxT.
+// A Forward with more masked positions, or without targets, returns an error.
+func NewMasked(be backend.Backend, cfg Config, maxB, maxT, maxMasked int, prec gpt.Precision, par gpt.Parallel) (*Model, error) {
+	if maxMasked < 1 || maxMasked > maxB*maxT {
+		return nil, fmt.Errorf("a BERT model planned for %d masked positions per batch of %d x %d; want 1 to %d", maxMasked, maxB, maxT, maxB*maxT)
+	}
+	return newModel(be, cfg, maxB, maxT, maxMasked, prec, par, false)
 }
 
 // NewInference is NewWithPrecision for a model that only runs forward (fill, attention maps):
 // no gradients, AdamW moments (gpt.NewFrozen) or backward scratch; Backward refuses to run.
 func NewInference(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.Precision) (*Model, error) {
-	return newModel(be, cfg, maxB, maxT, prec, gpt.Parallel{}, true)
+	return newModel(be, cfg, maxB, maxT, maxB*maxT, prec, gpt.Parallel{}, true)
 }
 
-func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.Precision, par gpt.Parallel, frozen bool) (*Model, error) {
+func newModel(be backend.Backend, cfg Config, maxB, maxT, maxRows int, prec gpt.Precision, par gpt.Parallel, frozen bool) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -121,7 +135,7 @@ func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.Precision
 		return nil, fmt.Errorf("batch size and sequence length must be >= 1 (got %d, %d)", maxB, maxT)
 	}
 	if mc, ok := be.(backend.MemoryChecker); ok {
-		plan := cfg.memoryPlan(maxB, maxT, prec, par, frozen, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
+		plan := cfg.memoryPlan(maxB, maxT, maxRows, prec, par, frozen, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
 		if err := mc.CheckMemory(plan); err != nil {
 			return nil, err
 		}
@@ -136,7 +150,7 @@ func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.Precision
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, Trainable: tr, compute: prec.Compute}
+	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, maxRows: maxRows, Trainable: tr, compute: prec.Compute}
 	m.params, m.fwd = m.paramViews(m.Params), m.paramViews(m.Compute())
 	if !frozen {
 		m.grads = m.paramViews(m.Grads)
@@ -156,7 +170,7 @@ func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.Precision
 func (m *Model) allocActs() {
 	c := m.Config
 	L, C, NH, Vp := c.NumLayers, c.Channels, c.NumHeads, c.PaddedVocabSize
-	BT := m.maxB * m.maxT
+	BT, R := m.maxB*m.maxT, m.maxRows
 	// Activations and their gradients (act) are in the compute format, statistics (f32) in fp32.
 	act := func(n int) backend.Buf { return m.alloc(n, m.compute) }
 	f32 := func(n int) backend.Buf { return m.be.Alloc(n) }
@@ -183,9 +197,9 @@ func (m *Model) allocActs() {
 	if c.PreLN {
 		a.lnf, a.lnfMean, a.lnfRstd = act(BT*C), f32(BT), f32(BT)
 	}
-	a.gathered, a.headPre, a.headAct, a.headLN = act(BT*C), act(BT*C), act(BT*C), act(BT*C)
-	a.headMean, a.headRstd = f32(BT), f32(BT)
-	a.logits, a.logitsLse, a.losses = act(BT*Vp), f32(BT), f32(BT)
+	a.gathered, a.headPre, a.headAct, a.headLN = act(R*C), act(R*C), act(R*C), act(R*C)
+	a.headMean, a.headRstd = f32(R), f32(R)
+	a.logits, a.logitsLse, a.losses = act(R*Vp), f32(R), f32(R)
 	if m.Frozen() {
 		return
 	}
@@ -208,21 +222,27 @@ func (c Config) PrecisionMemoryPlan(B, T int, prec gpt.Precision) []backend.Memo
 // ParallelMemoryPlan is PrecisionMemoryPlan for one rank with the data-parallel layout par (see
 // gpt.TrainableMemoryPlan).
 func (c Config) ParallelMemoryPlan(B, T int, prec gpt.Precision, par gpt.Parallel) []backend.MemoryItem {
-	return c.memoryPlan(B, T, prec, par, false, nativeSize)
+	return c.memoryPlan(B, T, B*T, prec, par, false, nativeSize)
+}
+
+// MaskedMemoryPlan is ParallelMemoryPlan for NewMasked's model, whose MLM head holds maxMasked
+// rows.
+func (c Config) MaskedMemoryPlan(B, T, maxMasked int, prec gpt.Precision, par gpt.Parallel) []backend.MemoryItem {
+	return c.memoryPlan(B, T, maxMasked, prec, par, false, nativeSize)
 }
 
 // InferenceMemoryPlan is PrecisionMemoryPlan for NewInference's model: no gradients, moments or
 // backward scratch.
 func (c Config) InferenceMemoryPlan(B, T int, prec gpt.Precision) []backend.MemoryItem {
-	return c.memoryPlan(B, T, prec, gpt.Parallel{}, true, nativeSize)
+	return c.memoryPlan(B, T, B*T, prec, gpt.Parallel{}, true, nativeSize)
 }
 
 func nativeSize(dt backend.DType) int64 { return int64(dt.Bytes()) }
 
-// memoryPlan is the plan with sizeOf(dt) bytes per element of dt.
-func (c Config) memoryPlan(B, T int, prec gpt.Precision, par gpt.Parallel, frozen bool, sizeOf func(backend.DType) int64) []backend.MemoryItem {
+// memoryPlan is the plan with sizeOf(dt) bytes per element of dt and an MLM head of rows rows.
+func (c Config) memoryPlan(B, T, rows int, prec gpt.Precision, par gpt.Parallel, frozen bool, sizeOf func(backend.DType) int64) []backend.MemoryItem {
 	L, C, NH, Vp := int64(c.NumLayers), int64(c.Channels), int64(c.NumHeads), int64(c.PaddedVocabSize)
-	BT := int64(B) * int64(T)
+	BT, R := int64(B)*int64(T), int64(rows)
 	n := int64(c.NumParams())
 	f32, act := sizeOf(backend.F32), sizeOf(prec.Compute)
 	// Per layer, in the compute format: qkv (3), atty, attproj, res1, ln1 (4), fch and fchGelu
@@ -230,11 +250,11 @@ func (c Config) memoryPlan(B, T int, prec gpt.Precision, par gpt.Parallel, froze
 	// attention's lse (BT*NH).
 	perLayer, perLayerStats := 18*BT*C, 4*BT+BT*NH
 	// Once: embedSum, embedln (+ tokPos, typeEmb with token types), the head's four (R,C)
-	// buffers, the logits, and the backward scratch dx, dres, datty, dqkv, dfch, dfchGelu
-	// (14*BT*C); in fp32 the embedding and head LayerNorms' statistics (4*BT), lse and losses
-	// (2*BT).
+	// buffers, the (R,Vp) logits, and the backward scratch dx, dres, datty, dqkv, dfch, dfchGelu
+	// (14*BT*C); in fp32 the embedding LayerNorm's statistics (2*BT), the head LayerNorm's (2*R),
+	// lse and losses (2*R).
 	scratch := 14 * BT * C
-	once, onceStats := 2*BT*C+4*BT*C+BT*Vp+scratch, 6*BT
+	once, onceStats := 2*BT*C+4*R*C+R*Vp+scratch, 2*BT+4*R
 	if c.TypeVocabSize > 0 {
 		once += 2 * BT * C
 	}
@@ -574,10 +594,20 @@ func (m *Model) checkBatch(b Batch) error {
 			return fmt.Errorf("token %d at position %d is outside the vocabulary [0,%d); the data does not match this model's vocab size", tok, i, V)
 		}
 	}
+	masked := 0
 	for i, tok := range b.Targets {
 		if tok < -1 || tok >= V {
 			return fmt.Errorf("target %d at position %d is neither -1 (not masked) nor in the vocabulary [0,%d)", tok, i, V)
 		}
+		if tok >= 0 {
+			masked++
+		}
+	}
+	switch {
+	case b.Targets == nil && B*T > m.maxRows:
+		return fmt.Errorf("this model's MLM head holds the logits of %d masked positions, not of all %d of a batch without targets; build it with New or NewInference for that", m.maxRows, B*T)
+	case masked > m.maxRows:
+		return fmt.Errorf("the batch has %d masked positions, more than the %d this model was planned for (NewMasked)", masked, m.maxRows)
 	}
 	if b.TokenTypes != nil && c.TypeVocabSize == 0 {
 		return fmt.Errorf("the batch has token types but the model has no token-type embedding (type_vocab_size 0)")

@@ -9,6 +9,7 @@ import (
 	"github.com/gpt2go/gpt2go/bert"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/internal/gputest"
+	"github.com/gpt2go/gpt2go/tokenizer"
 )
 
 // mixedPlans are the 16-bit storage plans: bf16 and fp16 compute with fp32 or 16-bit gradients,
@@ -48,6 +49,17 @@ func TestPrecisionMemoryPlanMatchesAllocations(t *testing.T) {
 			if prec.Mixed() && got >= fp32 {
 				t.Errorf("%+v %v: plans %d bytes, not fewer than fp32's %d", cfg, prec, got, fp32)
 			}
+			be = &countingDT{counting{Backend: cpu.New(1)}}
+			if _, err := bert.NewMasked(be, cfg, 3, 11, 5, prec, gpt.Parallel{}); err != nil {
+				t.Fatal(err)
+			}
+			masked := gpt.PlanBytes(cfg.MaskedMemoryPlan(3, 11, 5, prec, gpt.Parallel{}))
+			if masked != be.bytes {
+				t.Errorf("%+v %v: masked plan says %d bytes, NewMasked allocated %d", cfg, prec, masked, be.bytes)
+			}
+			if masked >= got {
+				t.Errorf("%+v %v: a head of 5 rows plans %d bytes, not fewer than 33 rows' %d", cfg, prec, masked, got)
+			}
 		}
 	}
 }
@@ -60,6 +72,13 @@ func TestBF16PlanSizeBertBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	fp32 := gpt.PlanBytes(cfg.MemoryPlan(32, 512))
+	// The trainer's model (NewMasked) holds the logits of the 15% masked positions only.
+	mk, err := bert.NewMasker(tokenizer.Specials{PAD: 0, CLS: 1, SEP: 2, MASK: 3}, cfg.VocabSize, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	masked := gpt.PlanBytes(cfg.MaskedMemoryPlan(32, 512, mk.MaxMasked(32, 512), gpt.Precision{}, gpt.Parallel{}))
+	t.Logf("fp32: %.2f GiB, %.2f GiB with the head on the %d masked rows", float64(fp32)/(1<<30), float64(masked)/(1<<30), mk.MaxMasked(32, 512))
 	for _, prec := range mixedPlans {
 		got := gpt.PlanBytes(cfg.PrecisionMemoryPlan(32, 512, prec))
 		ratio := float64(got) / float64(fp32)

@@ -68,11 +68,9 @@ func (t *Trainer) newTask(par gpt.Parallel) (task, error) {
 	if cfg.Tokenizer != nil && cfg.Tokenizer.Specials != nil {
 		specials = *cfg.Tokenizer.Specials
 	}
-	m, err := bert.NewParallel(t.be, cfg.BERT(), cfg.BatchSize, cfg.SeqLen, cfg.ModelPrecision(), par)
-	if err != nil {
-		return nil, err
-	}
-	return newBERTTask(m, specials, cfg.Seed, cfg.BatchSize, cfg.SeqLen)
+	return newBERTTask(cfg.BERT(), specials, cfg.Seed, cfg.BatchSize, cfg.SeqLen, func(maxMasked int) (*bert.Model, error) {
+		return bert.NewMasked(t.be, cfg.BERT(), cfg.BatchSize, cfg.SeqLen, maxMasked, cfg.ModelPrecision(), par)
+	})
 }
 
 // gptTask trains GPT-2 on next-token prediction over the loader's windows of T+1 tokens.
@@ -155,16 +153,21 @@ type bertTask struct {
 // valMaskSeed separates validation's masks from training's.
 const valMaskSeed = 0x76616c5f6d61736b
 
-func newBERTTask(m *bert.Model, specials tokenizer.Specials, seed uint64, B, T int) (*bertTask, error) {
+// newBERTTask makes the task's maskers and then its model, with newModel, whose MLM head is
+// planned for the most positions they mask in a batch.
+func newBERTTask(cfg bert.Config, specials tokenizer.Specials, seed uint64, B, T int, newModel func(maxMasked int) (*bert.Model, error)) (*bertTask, error) {
 	if T < 3 {
 		return nil, fmt.Errorf("--seq-len %d is too short for BERT: a sequence is [CLS], at least one token, [SEP]", T)
 	}
-	V := m.Config.VocabSize
-	mask, err := bert.NewMasker(specials, V, seed)
+	mask, err := bert.NewMasker(specials, cfg.VocabSize, seed)
 	if err != nil {
 		return nil, err
 	}
-	valMask, err := bert.NewMasker(specials, V, seed^valMaskSeed)
+	valMask, err := bert.NewMasker(specials, cfg.VocabSize, seed^valMaskSeed)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newModel(max(mask.MaxMasked(B, T), valMask.MaxMasked(B, T)))
 	if err != nil {
 		return nil, err
 	}
