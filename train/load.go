@@ -81,6 +81,10 @@ func notGPT(enc *LoadedBERT, path string) error {
 	return fmt.Errorf("%s is a BERT encoder (masked-language model), which predicts masked tokens rather than the next one; use gpt2go fill --ckpt %s --text \"... [MASK] ...\"", enc.Source, path)
 }
 
+// OpenModel is LoadModel leaving a checkpoint's weights in the verified file until ReadParams
+// reads them into a model (OpenWeights, OpenBERT).
+func OpenModel(path string) (*Loaded, *LoadedBERT, error) { return loadModel(path, true) }
+
 // LoadModel reads the model at path, of either family: a GPT-2 (as LoadWeights) or a BERT
 // encoder (as LoadBERT); exactly one of the two results is not nil.
 func LoadModel(path string) (*Loaded, *LoadedBERT, error) { return loadModel(path, false) }

@@ -23,8 +23,9 @@ type ProfileOptions struct {
 	// data. Data "" means random tokens (drawn from Seed); otherwise batches come from the
 	// dataset's train shards as in training. Steps only shapes the learning-rate schedule.
 	Config Config
-	// Params are the starting weights (ParamSpecs order); nil means GPT-2's initialisation.
-	Params []float32
+	// Params reads the starting weights (ParamSpecs order) into the model, a chunk at a time
+	// (Loaded.ReadParams); nil means GPT-2's initialisation.
+	Params gpt.ParamsReader
 	// Warmup steps run first and are not recorded; Steps are profiled.
 	Warmup, Steps int
 	// ByShape gives each shape of an op its own row.
@@ -88,7 +89,7 @@ func runProfile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*
 		return nil, nil, err
 	}
 	if opts.Params != nil {
-		if err := model.SetParams(opts.Params); err != nil {
+		if err := model.SetParamsFrom(opts.Params); err != nil {
 			return nil, nil, err
 		}
 	} else {

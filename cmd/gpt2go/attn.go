@@ -156,7 +156,7 @@ type attnSource struct {
 // only).
 func loadAttention(lf loadFlags) (*attnSource, error) {
 	if lf.ckpt != "" && lf.init == "" {
-		l, enc, err := train.LoadModel(lf.ckpt)
+		l, enc, err := train.OpenModel(lf.ckpt)
 		if err != nil {
 			return nil, err
 		}
@@ -165,7 +165,7 @@ func loadAttention(lf loadFlags) (*attnSource, error) {
 		}
 		return gptAttention(lf, l)
 	}
-	l, err := lf.load()
+	l, err := lf.open()
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func bertAttention(l *train.LoadedBERT) (*attnSource, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := model.SetParams(l.Params); err != nil {
+			if err := model.SetParamsFrom(l.ReadParams); err != nil {
 				return nil, err
 			}
 			return model.Attention(ids, layer)

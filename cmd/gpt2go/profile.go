@@ -51,7 +51,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	opts := train.ProfileOptions{Warmup: warmup, Steps: cfg.Steps, ByShape: byShape, Progress: stderr,
 		Profile: profile.Options{NoSync: noSync}}
 	if runDir != "" {
-		loaded, err := train.LoadWeights(runDir)
+		loaded, err := train.OpenWeights(runDir)
 		if err != nil {
 			return err
 		}
@@ -70,7 +70,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			fmt.Fprintf(stderr, "profile: the run's data is unreadable (%v); using random tokens\n", err)
 			opts.Config.Data = ""
 		}
-		opts.Params = loaded.Params
+		opts.Params = loaded.ReadParams
 		if !set["json"] {
 			jsonPath = filepath.Join(runDir, train.ProfileFile)
 		}
@@ -99,11 +99,11 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		cfg.Init = mf.init
 		if mf.init != "" {
-			loaded, err := train.LoadInit(mf.init, stderr)
+			loaded, err := train.OpenInit(mf.init, stderr)
 			if err != nil {
 				return err
 			}
-			opts.Params = loaded.Params
+			opts.Params = loaded.ReadParams
 		}
 		opts.Config = cfg
 	}
