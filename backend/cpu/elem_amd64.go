@@ -29,10 +29,10 @@ func geluErfForwardAVX2(y, x *float32, n int)
 //go:noescape
 func geluErfBackwardAVX2(dx, x, dy *float32, n int)
 
-// normalCDFPDFAVX2 is the GELU kernels' Phi and phi in float64, for the tests.
+// normalCDFPDFAVX2 is the GELU kernels' Phi, phi and gelu' in float64, for the tests.
 //
 //go:noescape
-func normalCDFPDFAVX2(cdf, pdf *float64, x *float32, n int)
+func normalCDFPDFAVX2(cdf, pdf, grad *float64, x *float32, n int)
 
 //go:noescape
 func adamWAVX2(w, grad, m, v *float32, n int, k *adamWConsts)
@@ -108,9 +108,12 @@ func geluBackward32(dx, x, dy []float32) {
 func geluErfForward32(y, x []float32) {
 	y = y[:len(x)]
 	body := 0
-	if useElemKernels && len(x) >= 8 {
-		body = len(x) &^ 7
-		geluErfForwardAVX2(&y[0], &x[0], body)
+	if useElemKernels {
+		for end := len(x) &^ 7; body < end; { // in blocks, as adamWSpan
+			n := min(adamWBlock, end-body)
+			geluErfForwardAVX2(&y[body], &x[body], n)
+			body += n
+		}
 	}
 	geluErfForwardGo(y[body:], x[body:])
 }
@@ -120,9 +123,12 @@ func geluErfForward32(y, x []float32) {
 func geluErfBackward32(dx, x, dy []float32) {
 	dx, dy = dx[:len(x)], dy[:len(x)]
 	body := 0
-	if useElemKernels && len(x) >= 8 {
-		body = len(x) &^ 7
-		geluErfBackwardAVX2(&dx[0], &x[0], &dy[0], body)
+	if useElemKernels {
+		for end := len(x) &^ 7; body < end; { // in blocks, as adamWSpan
+			n := min(adamWBlock, end-body)
+			geluErfBackwardAVX2(&dx[body], &x[body], &dy[body], n)
+			body += n
+		}
 	}
 	geluErfBackwardGo(dx[body:], x[body:], dy[body:])
 }

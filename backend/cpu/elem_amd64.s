@@ -368,74 +368,87 @@ GLOBL erfConsts<>(SB), RODATA|NOPTR, $1152
 // normalCDFPDF (gelu.go), in its order, so both give the same bits; A, R, K, T and P are
 // clobbered. Phi(-|x|) = phi(|x|)*m(|x|): exp(-x*x/2) by k = round(v*log2e), r = v - k*ln2 and
 // e^r's Taylor series, zeroed for |x| >= 16 (and NaN); m by a polynomial in t = 4/(4+|x|). Phi is
-// Phi(-|x|) where x's sign bit is set (VBLENDVPD reads it), else 1 - Phi(-|x|).
+// Phi(-|x|) where x's sign bit is set (VBLENDVPD reads it), else 1 - Phi(-|x|). For NaN x, VMAXPD
+// and VMINPD give -128 and 16 where Go's max and min give NaN: the |x| < 16 mask zeroes phi there
+// either way, and the result is NaN in both.
 #define ERF_PHI(X, PHI, G, A, R, K, T, P) \
-	VANDPD       ERF_ABS, X, A \
-	VMULPD       X, X, R \
-	VMULPD       ERF_NEGHALF, R, R \
-	VMAXPD       ERF_VMIN, R, R \
-	VMOVUPD      ERF_MAGIC, K \
-	VFMADD231PD  ERF_LOG2E, R, K \
-	VSUBPD       ERF_MAGIC, K, T \
-	VFNMADD231PD ERF_LN2HI, T, R \
-	VFNMADD231PD ERF_LN2LO, T, R \
-	VMOVUPD      ERF_E9, P \
-	VFMADD213PD  ERF_E8, R, P \
-	VFMADD213PD  ERF_E7, R, P \
-	VFMADD213PD  ERF_E6, R, P \
-	VFMADD213PD  ERF_E5, R, P \
-	VFMADD213PD  ERF_E4, R, P \
-	VFMADD213PD  ERF_E3, R, P \
-	VFMADD213PD  ERF_E2, R, P \
-	VFMADD213PD  ERF_E1, R, P \
-	VFMADD213PD  ERF_E0, R, P \
-	VPADDQ       ERF_BIAS, K, K \
-	VPSLLQ       $52, K, K \
-	VMULPD       K, P, P \
-	VCMPPD       $0x11, ERF_CUT, A, K \
-	VANDPD       K, P, G \
-	VMULPD       ERF_INVSQRT2PI, G, G \
-	VADDPD       ERF_FOUR, A, T \
-	VMOVUPD      ERF_FOUR, P \
-	VDIVPD       T, P, T \
-	VMOVUPD      ERF_M13, P \
-	VFMADD213PD  ERF_M12, T, P \
-	VFMADD213PD  ERF_M11, T, P \
-	VFMADD213PD  ERF_M10, T, P \
-	VFMADD213PD  ERF_M9, T, P \
-	VFMADD213PD  ERF_M8, T, P \
-	VFMADD213PD  ERF_M7, T, P \
-	VFMADD213PD  ERF_M6, T, P \
-	VFMADD213PD  ERF_M5, T, P \
-	VFMADD213PD  ERF_M4, T, P \
-	VFMADD213PD  ERF_M3, T, P \
-	VFMADD213PD  ERF_M2, T, P \
-	VFMADD213PD  ERF_M1, T, P \
-	VFMADD213PD  ERF_M0, T, P \
-	VMULPD       G, P, P \
-	VMOVUPD      ERF_ONE, PHI \
-	VSUBPD       P, PHI, PHI \
+	VANDPD       ERF_ABS, X, A; \
+	VMULPD       X, X, R; \
+	VMULPD       ERF_NEGHALF, R, R; \
+	VMAXPD       ERF_VMIN, R, R; \
+	VMOVUPD      ERF_MAGIC, K; \
+	VFMADD231PD  ERF_LOG2E, R, K; \
+	VSUBPD       ERF_MAGIC, K, T; \
+	VFNMADD231PD ERF_LN2HI, T, R; \
+	VFNMADD231PD ERF_LN2LO, T, R; \
+	VMOVUPD      ERF_E9, P; \
+	VFMADD213PD  ERF_E8, R, P; \
+	VFMADD213PD  ERF_E7, R, P; \
+	VFMADD213PD  ERF_E6, R, P; \
+	VFMADD213PD  ERF_E5, R, P; \
+	VFMADD213PD  ERF_E4, R, P; \
+	VFMADD213PD  ERF_E3, R, P; \
+	VFMADD213PD  ERF_E2, R, P; \
+	VFMADD213PD  ERF_E1, R, P; \
+	VFMADD213PD  ERF_E0, R, P; \
+	VPADDQ       ERF_BIAS, K, K; \
+	VPSLLQ       $52, K, K; \
+	VMULPD       K, P, P; \
+	VCMPPD       $0x11, ERF_CUT, A, K; \
+	VANDPD       K, P, G; \
+	VMULPD       ERF_INVSQRT2PI, G, G; \
+	VMINPD       ERF_CUT, A, T; \
+	VADDPD       ERF_FOUR, T, T; \
+	VMOVUPD      ERF_FOUR, P; \
+	VDIVPD       T, P, T; \
+	VMOVUPD      ERF_M13, P; \
+	VFMADD213PD  ERF_M12, T, P; \
+	VFMADD213PD  ERF_M11, T, P; \
+	VFMADD213PD  ERF_M10, T, P; \
+	VFMADD213PD  ERF_M9, T, P; \
+	VFMADD213PD  ERF_M8, T, P; \
+	VFMADD213PD  ERF_M7, T, P; \
+	VFMADD213PD  ERF_M6, T, P; \
+	VFMADD213PD  ERF_M5, T, P; \
+	VFMADD213PD  ERF_M4, T, P; \
+	VFMADD213PD  ERF_M3, T, P; \
+	VFMADD213PD  ERF_M2, T, P; \
+	VFMADD213PD  ERF_M1, T, P; \
+	VFMADD213PD  ERF_M0, T, P; \
+	VMULPD       G, P, P; \
+	VMOVUPD      ERF_ONE, PHI; \
+	VSUBPD       P, PHI, PHI; \
 	VBLENDVPD    X, P, PHI, PHI
 
-// func normalCDFPDFAVX2(cdf, pdf *float64, x *float32, n int)
-// cdf[i], pdf[i] = ERF_PHI(x[i]) for i < n, n a multiple of 4: the float64 values the GELU kernels
-// round, for TestGeluErfKernels to compare with normalCDFPDF's bit for bit.
-TEXT ·normalCDFPDFAVX2(SB), NOSPLIT, $0-32
+// ERF_GRAD sets GRAD = gelu'(x) = Phi + x*phi from ERF_PHI's results (geluErfGrad).
+#define ERF_GRAD(X, PHI, G, GRAD) \
+	VMOVAPD     PHI, GRAD; \
+	VFMADD231PD X, G, GRAD
+
+// func normalCDFPDFAVX2(cdf, pdf, grad *float64, x *float32, n int)
+// cdf[i], pdf[i] = ERF_PHI(x[i]) and grad[i] = ERF_GRAD for i < n, n a multiple of 4: the float64
+// values the GELU kernels round, for TestGeluErfKernels to compare with normalCDFPDF's and
+// geluErfGrad's bit for bit.
+TEXT ·normalCDFPDFAVX2(SB), NOSPLIT, $0-40
 	MOVQ cdf+0(FP), DI
 	MOVQ pdf+8(FP), DX
-	MOVQ x+16(FP), SI
-	MOVQ n+24(FP), CX
+	MOVQ grad+16(FP), R8
+	MOVQ x+24(FP), SI
+	MOVQ n+32(FP), CX
 
 ncLoop:
 	CMPQ      CX, $4
 	JLT       ncDone
 	VCVTPS2PD (SI), Y0
 	ERF_PHI(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
+	ERF_GRAD(Y0, Y1, Y2, Y8)
 	VMOVUPD   Y1, (DI)
 	VMOVUPD   Y2, (DX)
+	VMOVUPD   Y8, (R8)
 	ADDQ      $16, SI
 	ADDQ      $32, DI
 	ADDQ      $32, DX
+	ADDQ      $32, R8
 	SUBQ      $4, CX
 	JMP       ncLoop
 
@@ -488,12 +501,12 @@ ebLoop:
 	VCVTPS2PD   16(SI), Y8
 	ERF_PHI(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
 	ERF_PHI(Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15)
-	VFMADD231PD Y0, Y2, Y1
-	VFMADD231PD Y8, Y10, Y9
+	ERF_GRAD(Y0, Y1, Y2, Y4)
+	ERF_GRAD(Y8, Y9, Y10, Y12)
 	VCVTPS2PD   (DX), Y3
 	VCVTPS2PD   16(DX), Y11
-	VMULPD      Y3, Y1, Y1
-	VMULPD      Y11, Y9, Y9
+	VMULPD      Y3, Y4, Y1
+	VMULPD      Y11, Y12, Y9
 	VCVTPD2PSY  Y1, X1
 	VCVTPD2PSY  Y9, X9
 	VMOVUPS     X1, (DI)

@@ -152,14 +152,14 @@ func TestGeluErfKernels(t *testing.T) {
 	for i := len(special); i < len(x); i++ {
 		x[i] = -17 + 34*float32(i)/float32(len(x))
 	}
-	cdf, pdf := make([]float64, len(x)), make([]float64, len(x))
-	normalCDFPDFAVX2(&cdf[0], &pdf[0], &x[0], len(x))
+	cdf, pdf, grad := make([]float64, len(x)), make([]float64, len(x)), make([]float64, len(x))
+	normalCDFPDFAVX2(&cdf[0], &pdf[0], &grad[0], &x[0], len(x))
 	for i, v := range x {
 		c, p := normalCDFPDF(float64(v))
-		if math.Float64bits(c) != math.Float64bits(cdf[i]) || math.Float64bits(p) != math.Float64bits(pdf[i]) {
-			if v == v { // NaN in, NaN out: payloads may differ
-				t.Fatalf("x = %g: kernel Phi %v phi %v, Go %v %v", v, cdf[i], pdf[i], c, p)
-			}
+		g := geluErfGrad(float64(v))
+		if v == v && (math.Float64bits(c) != math.Float64bits(cdf[i]) || math.Float64bits(p) != math.Float64bits(pdf[i]) ||
+			math.Float64bits(g) != math.Float64bits(grad[i])) { // (NaN: in and out, see ERF_PHI)
+			t.Fatalf("x = %g: kernel Phi %v phi %v gelu' %v, Go %v %v %v", v, cdf[i], pdf[i], grad[i], c, p, g)
 		}
 	}
 }

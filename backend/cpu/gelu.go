@@ -174,9 +174,14 @@ func geluErfBackwardGo(dx, x, dy []float32) {
 	dx, dy = dx[:len(x)], dy[:len(x)]
 	for i, xi := range x {
 		v := float64(xi)
-		cdf, pdf := normalCDFPDF(v)
-		dx[i] = float32(math.FMA(v, pdf, cdf) * float64(dy[i]))
+		dx[i] = float32(geluErfGrad(v) * float64(dy[i]))
 	}
+}
+
+// geluErfGrad returns gelu'(x) = Phi(x) + x*phi(x) (ERF_GRAD after ERF_PHI in the kernel).
+func geluErfGrad(x float64) float64 {
+	cdf, pdf := normalCDFPDF(x)
+	return math.FMA(x, pdf, cdf)
 }
 
 // normalCDFPDF returns Phi(x) and phi(x) = exp(-x*x/2)/sqrt(2*pi) for the float32 erf GELU, in
@@ -187,12 +192,15 @@ func geluErfBackwardGo(dx, x, dy []float32) {
 // Phi(-a) for a = |x| is phi(a)*m(a), with m Mills' ratio (smooth, m(0) = sqrt(pi/2), m(a) ~ 1/a):
 // no 1 - erf cancellation in the negative tail, and the Gaussian serves the backward too.
 //   - exp(v), v = -x*x/2 (exact: x is a float32): k = round(v/ln 2), r = v - k*ln 2 in two parts,
-//     e^r by its Taylor series to r^9 (|r| <= 0.35: relative error below 1e-11), times 2^k made in
-//     the exponent bits. v is clamped at -128, and for |x| >= 16 (or NaN) phi is 0: x*Phi(x)
+//     e^r by its Taylor series to r^9 (|r| <= ln2/2: relative error about 1e-11), times 2^k made
+//     in the exponent bits. v is clamped at -128, and for |x| >= 16 (or NaN) phi is 0: x*Phi(x)
 //     rounds to 0 or x in float32 there.
 //   - m(a) is a degree-13 polynomial in t = 4/(4+a), interpolating m at the Chebyshev nodes of
 //     t in [0.2, 1] (a in [0, 16]; TestGeluErfMillsFit derives the coefficients again): relative
-//     error below 3e-11.
+//     error below 3e-11. a is clamped at 16, where phi is 0 anyway, so that the polynomial is
+//     never used outside its range (it turns negative near a = 1e6, which would make Phi -0).
+//
+// Without FMA hardware (amd64 before Haswell) math.FMA is emulated and this path is slow.
 //
 // Phi(x) is then Phi(-a) for negative x (sign bit set) and 1 - Phi(-a) otherwise. Together the
 // error is far below float32's half ulp (3e-8): the forward is within 1 ulp of the exact value.
@@ -212,7 +220,7 @@ func normalCDFPDF(x float64) (cdf, pdf float64) {
 		e = 0
 	}
 	pdf = e * invSqrt2Pi
-	t := 4 / (4 + a)
+	t := 4 / (4 + min(a, erfCut))
 	m := millsPoly[len(millsPoly)-1]
 	for i := len(millsPoly) - 2; i >= 0; i-- {
 		m = math.FMA(m, t, millsPoly[i])

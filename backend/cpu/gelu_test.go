@@ -227,4 +227,20 @@ func TestGeluErfSameEverywhere(t *testing.T) {
 	if got, want := h.Sum32(), uint32(0xa85ae394); got != want {
 		t.Errorf("erf GELU results' CRC %#08x, want %#08x: some path rounds differently", got, want)
 	}
+	// The float64 values they are rounded from, in Go (TestGeluErfKernels holds the kernel to
+	// them): a fused multiply-add the compiler slipped in on one architecture shows here first.
+	h.Reset()
+	for _, v := range x {
+		cdf, pdf := normalCDFPDF(float64(v))
+		binary.Write(h, binary.LittleEndian, [3]float64{cdf, pdf, geluErfGrad(float64(v))})
+	}
+	if got, want := h.Sum32(), uint32(0x9016f2b5); got != want {
+		t.Errorf("erf GELU float64 values' CRC %#08x, want %#08x: some architecture computes them differently", got, want)
+	}
+	// Far in the negative tail gelu is -0 (x times a zero Phi), not +0.
+	y = y[:1]
+	geluErfForward(testPool, y, []float32{-2e6}, 1)
+	if math.Float32bits(y[0]) != math.Float32bits(float32(math.Copysign(0, -1))) {
+		t.Errorf("gelu(-2e6) = %g (bits %#x), want -0", y[0], math.Float32bits(y[0]))
+	}
 }
