@@ -21,10 +21,11 @@ const (
 
 // ReadLLMC reads an llm.c fp32 model file and returns its config and flat parameters.
 func ReadLLMC(path string) (Config, []float32, error) {
-	cfg, read, err := OpenLLMC(path)
+	cfg, read, closeFile, err := OpenLLMC(path)
 	if err != nil {
 		return Config{}, nil, err
 	}
+	defer closeFile()
 	params, err := ReadAll(read, cfg.NumParams())
 	if err != nil {
 		return Config{}, nil, err
@@ -32,29 +33,33 @@ func ReadLLMC(path string) (Config, []float32, error) {
 	return cfg, params, nil
 }
 
-// OpenLLMC checks an llm.c fp32 model file's header and size and returns its config and a
-// reader of its flat parameters, which reads them from the file a chunk at a time when called
-// (checking the header again), so that a model on a backend is filled without a host copy.
-func OpenLLMC(path string) (Config, ParamsReader, error) {
+// InspectLLMC checks an llm.c fp32 model file's header and size and returns its config.
+func InspectLLMC(path string) (Config, error) {
 	f, cfg, err := openLLMC(path)
 	if err != nil {
-		return Config{}, nil, err
+		return Config{}, err
 	}
 	f.Close()
-	read := func(sink func(off int, chunk []float32) error) error {
-		f, now, err := openLLMC(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if now != cfg {
-			return fmt.Errorf("llm.c model %s changed since it was opened (%+v, was %+v); run the command again", path, now, cfg)
-		}
-		n := cfg.NumParams()
+	return cfg, nil
+}
+
+// OpenLLMC checks an llm.c fp32 model file's header and size and returns its config and a
+// reader of its flat parameters, which reads them from the file a chunk at a time when called
+// (as often as needed), so that a model on a backend is filled without a host copy. The file
+// stays open, so the reader reads the file that was checked even if another is moved to its path
+// since, until closeFile (or the process's exit) closes it.
+func OpenLLMC(path string) (cfg Config, read ParamsReader, closeFile func() error, err error) {
+	f, cfg, err := openLLMC(path)
+	if err != nil {
+		return Config{}, nil, nil, err
+	}
+	n := cfg.NumParams()
+	read = func(sink func(off int, chunk []float32) error) error {
+		r := io.NewSectionReader(f, llmcHeaderInts*4, 4*int64(n))
 		buf := make([]float32, min(n, 1<<20))
 		for off := 0; off < n; off += len(buf) {
 			chunk := buf[:min(len(buf), n-off)]
-			if err := safetensors.ReadFloat32s(f, chunk); err != nil {
+			if err := safetensors.ReadFloat32s(r, chunk); err != nil {
 				return fmt.Errorf("llm.c model %s: %w", path, err)
 			}
 			if err := sink(off, chunk); err != nil {
@@ -63,7 +68,7 @@ func OpenLLMC(path string) (Config, ParamsReader, error) {
 		}
 		return nil
 	}
-	return cfg, read, nil
+	return cfg, read, f.Close, nil
 }
 
 // openLLMC opens an llm.c model file and checks its header and size, leaving the file at the

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,31 @@ func TestLLMCRoundTripAndErrors(t *testing.T) {
 		if gotParams[i] != params[i] {
 			t.Fatalf("param %d = %v, want %v", i, gotParams[i], params[i])
 		}
+	}
+	// OpenLLMC's reader reads the file it checked, twice if asked, even after another file of the
+	// same shape has been moved to its path.
+	_, read, closeFile, err := OpenLLMC(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := make([]float32, len(params))
+	for i := range other {
+		other[i] = -params[i] - 1
+	}
+	if err := WriteLLMC(filepath.Join(dir, "other.bin"), cfg, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "other.bin"), path); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if got, err := ReadAll(read, cfg.NumParams()); err != nil || !slices.Equal(got, params) {
+			t.Fatalf("OpenLLMC's reader after the file was replaced: %v (the replacement's values: %v)", err, slices.Equal(got, other))
+		}
+	}
+	closeFile()
+	if err := WriteLLMC(path, cfg, params); err != nil {
+		t.Fatal(err)
 	}
 	raw, _ := os.ReadFile(path)
 	write := func(name string, b []byte) string {

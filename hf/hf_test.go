@@ -295,6 +295,25 @@ func TestRoundTrip(t *testing.T) {
 	if lazy.Params != nil || lazy.Config != cfg || !slices.Equal(streamed, params) {
 		t.Fatalf("Open + ReadParams: %d values (held %d), config %+v", len(streamed), len(lazy.Params), lazy.Config)
 	}
+	// ReadParams reads the file Open checked, even after another model of the same shape has
+	// been moved to its path; after Close it says so.
+	moved := t.TempDir()
+	if _, err := hf.Write(moved, cfg, randomModel(cfg, 8), tokenizer.Byte()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(moved, hf.WeightsFile), filepath.Join(dir, hf.WeightsFile)); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := gpt.ReadAll(lazy.ReadParams, cfg.NumParams()); err != nil || !slices.Equal(again, params) {
+		t.Fatalf("ReadParams after the file was replaced: %v", err)
+	}
+	lazy.Close()
+	if err := lazy.ReadParams(func(int, []float32) error { return nil }); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("ReadParams after Close: %v, want an error saying the file was closed", err)
+	}
+	if _, err := hf.Write(dir, cfg, params, tokenizer.Byte()); err != nil { // back, for what follows
+		t.Fatal(err)
+	}
 	again := t.TempDir()
 	if _, err := hf.Write(again, m.Config, m.Params, tokenizer.Byte()); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,20 @@ type Model struct {
 	// Ignored lists the file's tensors that a GPT-2 language model does not use (say, a
 	// classification head), which were skipped. The attention buffers are not listed.
 	Ignored []string
+	// Open's file and its checked header: ReadParams reads the file that was checked, even if
+	// another is moved to its path since (the OS closes it at exit, or Close).
+	src *source
+	f   *os.File
+}
+
+// Close closes the file Open left open for ReadParams.
+func (m *Model) Close() error {
+	if m.f == nil {
+		return nil
+	}
+	f := m.f
+	m.f = nil
+	return f.Close()
 }
 
 // prefix is what GPT2LMHeadModel puts before its GPT2Model's tensor names.
@@ -80,6 +94,7 @@ func Read(path string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer m.Close()
 	if m.Params, err = gpt.ReadAll(m.ReadParams, m.Config.NumParams()); err != nil {
 		return nil, err
 	}
@@ -98,8 +113,7 @@ func Open(path string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.Close()
-	return &Model{Config: src.cfg, Source: src.path, Ignored: src.ignored}, nil
+	return &Model{Config: src.cfg, Source: src.path, Ignored: src.ignored, src: src, f: f}, nil
 }
 
 // ReadParams hands the weights to sink in gpt2go's flat layout (a gpt.ParamsReader): from
@@ -110,13 +124,9 @@ func (m *Model) ReadParams(sink func(off int, chunk []float32) error) error {
 	if m.Params != nil {
 		return gpt.HostParams(m.Params)(sink)
 	}
-	src, f, err := open(m.Source)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if src.cfg != m.Config {
-		return fmt.Errorf("%s: the model changed since it was opened (config %+v, was %+v); run the command again", src.path, src.cfg, m.Config)
+	src, f := m.src, m.f
+	if f == nil {
+		return fmt.Errorf("%s: the model file was closed; open it again", m.Source)
 	}
 	cfg := src.cfg
 	var buf []byte

@@ -212,7 +212,7 @@ func LoadLLMC(path string) (*Loaded, error) {
 
 // openLLMC is LoadLLMC leaving the weights in the file until ReadParams (gpt.OpenLLMC).
 func openLLMC(path string) (*Loaded, error) {
-	cfg, read, err := gpt.OpenLLMC(path)
+	cfg, read, _, err := gpt.OpenLLMC(path) // the file stays open for read, until the exit
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +283,7 @@ func InitConfig(spec string, progress io.Writer) (gpt.Config, error) {
 		return gpt.Config{}, err
 	}
 	if kind == "llmc" {
-		cfg, _, err := gpt.OpenLLMC(path)
+		cfg, err := gpt.InspectLLMC(path)
 		return cfg, err
 	}
 	return hf.Inspect(path)
