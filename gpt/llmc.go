@@ -134,6 +134,13 @@ func WriteLLMC(path string, cfg Config, params []float32) error {
 	if len(params) != cfg.NumParams() {
 		return fmt.Errorf("write llm.c model: %d params, config needs %d", len(params), cfg.NumParams())
 	}
+	return WriteLLMCFrom(path, cfg, HostParams(params))
+}
+
+// WriteLLMCFrom is WriteLLMC for parameters that read hands over a chunk at a time, in order, so
+// that the writer never holds them all.
+func WriteLLMCFrom(path string, cfg Config, read ParamsReader) error {
+	n := cfg.NumParams()
 	var hdr [llmcHeaderInts]int32
 	hdr[0], hdr[1] = LLMCMagic, llmcVersion
 	hdr[2], hdr[3], hdr[4] = int32(cfg.BlockSize), int32(cfg.VocabSize), int32(cfg.NumLayers)
@@ -142,6 +149,19 @@ func WriteLLMC(path string, cfg Config, params []float32) error {
 		if err := binary.Write(w, binary.LittleEndian, hdr[:]); err != nil {
 			return err
 		}
-		return safetensors.WriteFloat32s(w, params)
+		next := 0
+		if err := read(func(off int, chunk []float32) error {
+			if off != next || len(chunk) > n-off {
+				return fmt.Errorf("write llm.c model: a chunk of %d values at %d after %d of %d", len(chunk), off, next, n)
+			}
+			next += len(chunk)
+			return safetensors.WriteFloat32s(w, chunk)
+		}); err != nil {
+			return err
+		}
+		if next != n {
+			return fmt.Errorf("write llm.c model: the parameters ended after %d of %d values", next, n)
+		}
+		return nil
 	})
 }

@@ -57,6 +57,31 @@ func TestLLMCRoundTripAndErrors(t *testing.T) {
 	if err := WriteLLMC(path, cfg, params); err != nil {
 		t.Fatal(err)
 	}
+	// WriteLLMCFrom in 5-value chunks writes the same bytes; a reader that stops short does not
+	// write the file.
+	five := func(n int) ParamsReader {
+		return func(sink func(off int, chunk []float32) error) error {
+			for off := 0; off < n; off += 5 {
+				if err := sink(off, params[off:min(off+5, n)]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	if err := WriteLLMCFrom(filepath.Join(dir, "five.bin"), cfg, five(len(params))); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(path)
+	b, _ := os.ReadFile(filepath.Join(dir, "five.bin"))
+	if !slices.Equal(a, b) {
+		t.Error("WriteLLMCFrom in chunks wrote other bytes than WriteLLMC")
+	}
+	if err := WriteLLMCFrom(filepath.Join(dir, "short.bin"), cfg, five(len(params)-1)); err == nil {
+		t.Error("WriteLLMCFrom with a short reader: no error")
+	} else if _, err := os.Stat(filepath.Join(dir, "short.bin")); err == nil {
+		t.Error("WriteLLMCFrom with a short reader left a file")
+	}
 	raw, _ := os.ReadFile(path)
 	write := func(name string, b []byte) string {
 		p := filepath.Join(dir, name)

@@ -318,6 +318,26 @@ func TestRoundTrip(t *testing.T) {
 	if _, err := hf.Write(again, m.Config, m.Params, tokenizer.Byte()); err != nil {
 		t.Fatal(err)
 	}
+	// WriteFrom, handed the weights 7 values at a time (chunks that straddle tensors, the padded
+	// rows and Conv1D weights), writes the same bytes; a reader that stops early or skips ahead
+	// is refused.
+	chunked := t.TempDir()
+	if _, err := hf.WriteFrom(chunked, cfg, pieces(params, 7, len(params)), tokenizer.Byte()); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(filepath.Join(dir, hf.WeightsFile))
+	b, _ := os.ReadFile(filepath.Join(chunked, hf.WeightsFile))
+	if !bytes.Equal(a, b) {
+		t.Error("WriteFrom in 7-value chunks wrote other bytes than Write")
+	}
+	for name, read := range map[string]gpt.ParamsReader{
+		"short": pieces(params, 7, len(params)-3),
+		"a gap": func(sink func(int, []float32) error) error { return sink(5, params[5:]) },
+	} {
+		if _, err := hf.WriteFrom(t.TempDir(), cfg, read, nil); err == nil {
+			t.Errorf("WriteFrom with a reader that gives %s: no error", name)
+		}
+	}
 	for _, f := range w.Files {
 		a, _ := os.ReadFile(filepath.Join(dir, f))
 		b, _ := os.ReadFile(filepath.Join(again, f))
@@ -369,6 +389,18 @@ func TestRoundTrip(t *testing.T) {
 	fcw := params[offset+4*C*C : offset+2*4*C*C]
 	if x[3*4*C+7] != fcw[7*C+3] {
 		t.Errorf("c_fc.weight[3][7] = %g, want gpt2go's fcw[1][7][3] = %g", x[3*4*C+7], fcw[7*C+3])
+	}
+}
+
+// pieces reads params[:n] in chunks of k values.
+func pieces(params []float32, k, n int) gpt.ParamsReader {
+	return func(sink func(off int, chunk []float32) error) error {
+		for off := 0; off < n; off += k {
+			if err := sink(off, params[off:min(off+k, n)]); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/internal/atomicfile"
@@ -26,14 +27,20 @@ type Written struct {
 // out), and, when tok is GPT-2's or the byte tokenizer, vocab.json and merges.txt for
 // GPT2Tokenizer. tok may be nil. Every file is written atomically; dir is created if needed.
 func Write(dir string, cfg gpt.Config, params []float32, tok tokenizer.Tokenizer) (*Written, error) {
+	if len(params) != cfg.NumParams() {
+		return nil, fmt.Errorf("write hf model: %d params, config needs %d", len(params), cfg.NumParams())
+	}
+	return WriteFrom(dir, cfg, gpt.HostParams(params), tok)
+}
+
+// WriteFrom is Write for weights that read hands over a chunk at a time in gpt2go's flat order
+// (train.Loaded.ReadParams), so that an export never holds the whole model.
+func WriteFrom(dir string, cfg gpt.Config, read gpt.ParamsReader, tok tokenizer.Tokenizer) (*Written, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.NoPositionalEmbs {
 		return nil, fmt.Errorf("the model was trained without position embeddings, which GPT-2's format cannot express")
-	}
-	if len(params) != cfg.NumParams() {
-		return nil, fmt.Errorf("write hf model: %d params, config needs %d", len(params), cfg.NumParams())
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
@@ -47,7 +54,7 @@ func Write(dir string, cfg gpt.Config, params []float32, tok tokenizer.Tokenizer
 		return nil, err
 	}
 	out.Files = append(out.Files, ConfigFile)
-	if err := writeWeights(filepath.Join(dir, WeightsFile), cfg, params); err != nil {
+	if err := writeWeights(filepath.Join(dir, WeightsFile), cfg, read); err != nil {
 		return nil, err
 	}
 	out.Files = append(out.Files, WeightsFile)
@@ -66,34 +73,64 @@ func Write(dir string, cfg gpt.Config, params []float32, tok tokenizer.Tokenizer
 	return out, nil
 }
 
-// writeWeights streams the tensors into path, transposing the Conv1D weights one at a time.
-func writeWeights(path string, cfg gpt.Config, params []float32) error {
+// writeWeights writes the tensors into path as read hands gpt2go's flat parameters over, in
+// gpt2go's order (the file's data order is free; the padded vocabulary rows are left out), each
+// Conv1D weight gathered whole and transposed: the process holds one tensor, not the model.
+func writeWeights(path string, cfg gpt.Config, read gpt.ParamsReader) error {
 	ts := tensors(cfg)
+	slices.SortFunc(ts, func(a, b tensor) int { return a.offset - b.offset })
 	specs := make([]safetensors.Spec, len(ts))
 	for i, t := range ts {
 		specs[i] = safetensors.Spec{Name: prefix + t.name, DType: "F32", Shape: t.shape}
 	}
-	var tmp []float32
+	n := cfg.NumParams()
 	return atomicfile.Write(path, func(w io.Writer) error {
 		// transformers refuses safetensors files whose metadata lacks format "pt".
 		sw, err := safetensors.NewWriter(w, specs, map[string]string{"format": "pt"})
 		if err != nil {
 			return err
 		}
-		for _, t := range ts {
-			data := params[t.offset : t.offset+t.size()]
-			if t.conv1d {
-				if cap(tmp) < len(data) {
-					tmp = make([]float32, len(data))
+		var whole, tmp []float32 // a Conv1D weight being gathered, and its transpose
+		i, next := 0, 0          // the tensor being written, the next flat offset expected
+		err = read(func(off int, chunk []float32) error {
+			if off != next || len(chunk) > n-off {
+				return fmt.Errorf("export: a chunk of %d values at %d after %d of %d", len(chunk), off, next, n)
+			}
+			next += len(chunk)
+			for len(chunk) > 0 && i < len(ts) {
+				t := ts[i]
+				if off < t.offset { // rows no tensor holds (wte's padding)
+					skip := min(len(chunk), t.offset-off)
+					chunk, off = chunk[skip:], off+skip
+					continue
 				}
-				tmp = tmp[:len(data)]
-				// gpt2go's (out, in) = (shape[1], shape[0]) -> Hugging Face's (in, out).
-				transpose(tmp, data, t.shape[1], t.shape[0])
-				data = tmp
+				end := t.offset + t.size()
+				part := chunk[:min(len(chunk), end-off)]
+				chunk, off = chunk[len(part):], off+len(part)
+				if !t.conv1d {
+					if err := sw.WriteFloat32s(part); err != nil {
+						return err
+					}
+				} else if whole = append(whole, part...); off == end {
+					// gpt2go's (out, in) = (shape[1], shape[0]) -> Hugging Face's (in, out).
+					tmp = slices.Grow(tmp[:0], len(whole))[:len(whole)]
+					transpose(tmp, whole, t.shape[1], t.shape[0])
+					if err := sw.WriteFloat32s(tmp); err != nil {
+						return err
+					}
+					whole = whole[:0]
+				}
+				if off == end {
+					i++
+				}
 			}
-			if err := sw.WriteFloat32s(data); err != nil {
-				return err
-			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if next != n || i != len(ts) {
+			return fmt.Errorf("export: the weights ended after %d of %d values", next, n)
 		}
 		return sw.Close()
 	})

@@ -24,20 +24,16 @@ type loadFlags struct {
 	progress              io.Writer // download bars for --init hf:OWNER/NAME
 }
 
-func (l *loadFlags) load() (*train.Loaded, error) { return l.read(train.LoadWeights, train.LoadInit) }
-
-// open is load for a command that builds its model with deviceFlags.newModel, which reads the
-// weights straight from their file (train.OpenWeights, train.OpenInit).
-func (l *loadFlags) open() (*train.Loaded, error) { return l.read(train.OpenWeights, train.OpenInit) }
-
-func (l *loadFlags) read(ckpt func(string) (*train.Loaded, error), init func(string, io.Writer) (*train.Loaded, error)) (*train.Loaded, error) {
+// open checks the weights the flags name and leaves them in their file until the command reads
+// them, straight into a model or an export (train.OpenWeights, train.OpenInit).
+func (l *loadFlags) open() (*train.Loaded, error) {
 	switch {
 	case l.ckpt != "" && l.init != "":
 		return nil, fmt.Errorf("give --ckpt or --init, not both")
 	case l.ckpt != "":
-		return ckpt(l.ckpt)
+		return train.OpenWeights(l.ckpt)
 	case l.init != "":
-		return init(l.init, l.progress)
+		return train.OpenInit(l.init, l.progress)
 	default:
 		return nil, fmt.Errorf("no model: pass --ckpt RUNDIR|FILE or --init MODEL (%s)", train.InitHelp)
 	}
@@ -265,20 +261,20 @@ func runExport(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if format != "llmc" && format != "hf" {
 		return fmt.Errorf("unknown --format %q; supported: llmc, hf", format)
 	}
-	loaded, err := lf.load()
+	loaded, err := lf.open() // the weights go from their file to the export a piece at a time
 	if err != nil {
 		return err
 	}
 	if loaded.Config.NoPositionalEmbs {
 		return fmt.Errorf("the model was trained without position embeddings, which the %s format cannot express", format)
 	}
-	params := fmt.Sprintf("%.2fM params", float64(len(loaded.Params))/1e6)
+	params := fmt.Sprintf("%.2fM params", float64(loaded.Config.NumParams())/1e6)
 	if format == "hf" {
 		tok, err := lf.tok(loaded)
 		if err != nil && lf.tokenizer != "" {
 			return err
 		}
-		w, err := hf.Write(out, loaded.Config, loaded.Params, tok) // tok nil: no tokenizer files
+		w, err := hf.WriteFrom(out, loaded.Config, loaded.ReadParams, tok) // tok nil: no tokenizer files
 		if err != nil {
 			return err
 		}
@@ -288,7 +284,7 @@ func runExport(_ context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return nil
 	}
-	if err := gpt.WriteLLMC(out, loaded.Config, loaded.Params); err != nil {
+	if err := gpt.WriteLLMCFrom(out, loaded.Config, loaded.ReadParams); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s (llm.c v3, %s, from %s)\n", out, params, loaded.Source)
