@@ -105,7 +105,8 @@ func (mk *Masker) Mask(inputs, targets, tokens []int32, B, T, step, micro int) e
 }
 
 // MaxMasked is the most positions Mask chooses in B windows of T tokens (it chooses
-// max(1, round(Rate*n)) of a window's n <= T non-special positions): NewMasked's maxMasked.
+// max(1, round(Rate*n)) of a window's n <= T non-special positions; the trainer's windows have
+// T-2, so this may allow a row more than they use): NewMasked's maxMasked, with Rate as it is now.
 func (mk *Masker) MaxMasked(B, T int) int {
 	return B * max(1, int(math.Round(mk.Rate*float64(T))))
 }

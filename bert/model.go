@@ -104,10 +104,11 @@ func NewParallel(be backend.Backend, cfg Config, maxB, maxT int, prec gpt.Precis
 	return newModel(be, cfg, maxB, maxT, maxB*maxT, prec, par, false)
 }
 
-// NewMasked is NewParallel for a model that only runs batches with targets, at most maxMasked of
-// them per batch (Masker.MaxMasked: BERT masks 15% of the positions): the MLM head's buffers,
-// the (rows, padded vocabulary) logits above all, hold maxMasked rows rather than maxB*maxT.
-// A Forward with more masked positions, or without targets, returns an error.
+// NewMasked is NewParallel for a model that runs batches with targets, at most maxMasked of them
+// per batch (Masker.MaxMasked: BERT masks 15% of the positions): the MLM head's buffers, the
+// (rows, padded vocabulary) logits above all, hold maxMasked rows rather than maxB*maxT. A
+// Forward with more masked positions returns an error, and so does one without targets whose
+// B*T rows exceed maxMasked.
 func NewMasked(be backend.Backend, cfg Config, maxB, maxT, maxMasked int, prec gpt.Precision, par gpt.Parallel) (*Model, error) {
 	if maxMasked < 1 || maxMasked > maxB*maxT {
 		return nil, fmt.Errorf("a BERT model planned for %d masked positions per batch of %d x %d; want 1 to %d", maxMasked, maxB, maxT, maxB*maxT)

@@ -24,7 +24,8 @@ type ProfileOptions struct {
 	// dataset's train shards as in training. Steps only shapes the learning-rate schedule.
 	Config Config
 	// Params reads the starting weights (ParamSpecs order) into the model, a chunk at a time
-	// (Loaded.ReadParams); nil means GPT-2's initialisation.
+	// (Loaded.ReadParams, or gpt.HostParams for weights in memory); nil means GPT-2's
+	// initialisation.
 	Params gpt.ParamsReader
 	// Warmup steps run first and are not recorded; Steps are profiled.
 	Warmup, Steps int
