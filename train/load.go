@@ -29,6 +29,21 @@ type Loaded struct {
 	Step   int
 	Source string
 	file   gpt.ParamsReader // OpenWeights' or OpenInit's reader of the file that holds Params
+	close  func() error     // closes that file
+}
+
+// Close closes the file OpenWeights, OpenInit or OpenModel left open for ReadParams (a no-op for
+// weights in memory); ReadParams fails after it.
+func (l *Loaded) Close() error { return closeFile(&l.close) }
+
+// closeFile calls *c once, if set.
+func closeFile(c *func() error) error {
+	if *c == nil {
+		return nil
+	}
+	f := *c
+	*c = nil
+	return f()
 }
 
 // ReadParams hands the weights to sink a chunk at a time (a gpt.ParamsReader): from Params, or
@@ -58,6 +73,7 @@ func OpenWeights(path string) (*Loaded, error) {
 		return nil, err
 	}
 	if enc != nil {
+		enc.Close()
 		return nil, notGPT(enc, path)
 	}
 	return l, nil
@@ -110,13 +126,13 @@ func loadModel(path string, lazy bool) (*Loaded, *LoadedBERT, error) {
 	if run.IsBERT() {
 		enc := &LoadedBERT{Config: run.BERT(), Params: ck.Params, Run: run, Step: ck.Step, Source: src}
 		if ck.Params == nil {
-			enc.file = ck.ReadParams
+			enc.file, enc.close = ck.ReadParams, ck.Close
 		}
 		return nil, enc, nil
 	}
 	l := &Loaded{Config: run.Model, Params: ck.Params, Run: run, Step: ck.Step, Source: src}
 	if ck.Params == nil {
-		l.file = ck.ReadParams
+		l.file, l.close = ck.ReadParams, ck.Close
 	}
 	return l, nil, nil
 }
@@ -129,7 +145,11 @@ type LoadedBERT struct {
 	Step   int
 	Source string
 	file   gpt.ParamsReader
+	close  func() error
 }
+
+// Close closes the file OpenBERT or OpenModel left open for ReadParams.
+func (l *LoadedBERT) Close() error { return closeFile(&l.close) }
 
 // ReadParams hands the weights to sink a chunk at a time, as Loaded.ReadParams does.
 func (l *LoadedBERT) ReadParams(sink func(off int, chunk []float32) error) error {
@@ -150,6 +170,7 @@ func loadBERT(path string, lazy bool) (*LoadedBERT, error) {
 		return nil, err
 	}
 	if l != nil {
+		l.Close()
 		return nil, fmt.Errorf("%s is a GPT-2 model, which predicts the next token, not masked ones; use gpt2go sample --ckpt %s, or train an encoder with --arch bert", l.Source, path)
 	}
 	return enc, nil
@@ -212,11 +233,11 @@ func LoadLLMC(path string) (*Loaded, error) {
 
 // openLLMC is LoadLLMC leaving the weights in the file until ReadParams (gpt.OpenLLMC).
 func openLLMC(path string) (*Loaded, error) {
-	cfg, read, _, err := gpt.OpenLLMC(path) // the file stays open for read, until the exit
+	cfg, read, closeLLMC, err := gpt.OpenLLMC(path)
 	if err != nil {
 		return nil, err
 	}
-	return &Loaded{Config: cfg, Source: path, file: read}, nil
+	return &Loaded{Config: cfg, Source: path, file: read, close: closeLLMC}, nil
 }
 
 // InitHelp names what --init accepts, for flag help and errors.
@@ -247,6 +268,7 @@ func LoadInit(spec string, progress io.Writer) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer l.Close()
 	if l.Params, err = gpt.ReadAll(l.ReadParams, l.Config.NumParams()); err != nil {
 		return nil, err
 	}
@@ -272,7 +294,7 @@ func OpenInit(spec string, progress io.Writer) (*Loaded, error) {
 	if len(m.Ignored) > 0 && progress != nil {
 		fmt.Fprintf(progress, "note: %s: skipping %d tensors a GPT-2 language model does not use: %s\n", m.Source, len(m.Ignored), strings.Join(m.Ignored, ", "))
 	}
-	return &Loaded{Config: m.Config, Source: spec, file: m.ReadParams}, nil
+	return &Loaded{Config: m.Config, Source: spec, file: m.ReadParams, close: m.Close}, nil
 }
 
 // InitConfig returns the config of the model --init names, reading only headers (for a Hugging

@@ -18,6 +18,7 @@ import (
 	"github.com/gpt2go/gpt2go/checkpoint"
 	"github.com/gpt2go/gpt2go/data"
 	"github.com/gpt2go/gpt2go/gpt"
+	"github.com/gpt2go/gpt2go/hf"
 )
 
 // writeDataset makes a small dataset with some structure to learn: a noisy counting sequence.
@@ -379,6 +380,72 @@ func TestOpenWeights(t *testing.T) {
 	}
 	if losses[0] != losses[1] {
 		t.Errorf("loss %v from OpenWeights' model, %v from LoadWeights'", losses[1], losses[0])
+	}
+}
+
+// Close closes the file OpenWeights or OpenInit left open, for a checkpoint, an llm.c file and a
+// Hugging Face folder alike; ReadParams fails after it, and LoadInit closes its own.
+func TestLoadedClose(t *testing.T) {
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd to count open files")
+		}
+		return len(ents)
+	}
+	cfg := smallConfig(writeDataset(t, 50))
+	run := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: run}); err != nil {
+		t.Fatal(err)
+	}
+	eager, err := LoadWeights(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	llmc := filepath.Join(t.TempDir(), "m.bin")
+	if err := gpt.WriteLLMC(llmc, eager.Config, eager.Params); err != nil {
+		t.Fatal(err)
+	}
+	hfDir := t.TempDir()
+	if _, err := hf.Write(hfDir, eager.Config, eager.Params, nil); err != nil {
+		t.Fatal(err)
+	}
+	opens := map[string]func() (*Loaded, error){
+		"checkpoint": func() (*Loaded, error) { return OpenWeights(run) },
+		"llm.c":      func() (*Loaded, error) { return OpenInit(llmc, nil) },
+		"hf":         func() (*Loaded, error) { return OpenInit(hfDir, nil) },
+		"load llm.c": func() (*Loaded, error) { return LoadInit(llmc, nil) },
+	}
+	for name, open := range opens {
+		before := fds()
+		l, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := eager.Params
+		if name == "hf" { // the Hugging Face reader pads the vocabulary its own way
+			m, err := hf.Read(hfDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = m.Params
+		}
+		got, err := gpt.ReadAll(l.ReadParams, l.Config.NumParams())
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("%s: ReadParams: %v", name, err)
+		}
+		if err := l.Close(); err != nil {
+			t.Errorf("%s: Close: %v", name, err)
+		}
+		if after := fds(); after != before {
+			t.Errorf("%s: %d open files after Close, %d before", name, after, before)
+		}
+		if l.Params == nil {
+			if err := l.ReadParams(func(int, []float32) error { return nil }); err == nil {
+				t.Errorf("%s: ReadParams after Close gave no error", name)
+			}
+		}
+		l.Close() // twice is harmless
 	}
 }
 

@@ -347,6 +347,7 @@ func (t *Trainer) initWeights() error {
 		if err != nil {
 			return err
 		}
+		defer loaded.Close()
 		fileCfg := loaded.Config
 		fileCfg.NoPositionalEmbs = cfg.Model.NoPositionalEmbs
 		if fileCfg != cfg.Model {

@@ -95,6 +95,7 @@ func attentionFigure(be backend.Backend, prec gpt.Precision, lf loadFlags, paths
 		if err != nil {
 			return nil, 0, err
 		}
+		defer am.close()
 		if am.encoder {
 			encoders++
 		}
@@ -150,26 +151,38 @@ type attnSource struct {
 	blockSize int
 	encoder   bool
 	attention func(be backend.Backend, prec gpt.Precision, ids []int32, layer int) (*gpt.AttentionMap, error)
+	close     func() error // closes the weights' file
 }
 
 // loadAttention reads the model --ckpt or --init names: a GPT-2 or a BERT encoder (checkpoints
-// only).
+// only). The weights stay in their file, which the source's close closes.
 func loadAttention(lf loadFlags) (*attnSource, error) {
+	var l *train.Loaded
+	var enc *train.LoadedBERT
+	var err error
 	if lf.ckpt != "" && lf.init == "" {
-		l, enc, err := train.OpenModel(lf.ckpt)
-		if err != nil {
-			return nil, err
-		}
-		if enc != nil {
-			return bertAttention(enc)
-		}
-		return gptAttention(lf, l)
+		l, enc, err = train.OpenModel(lf.ckpt)
+	} else {
+		l, err = lf.open()
 	}
-	l, err := lf.open()
 	if err != nil {
 		return nil, err
 	}
-	return gptAttention(lf, l)
+	var src *attnSource
+	var closeFile func() error
+	if enc != nil {
+		src, err = bertAttention(enc)
+		closeFile = enc.Close
+	} else {
+		src, err = gptAttention(lf, l)
+		closeFile = l.Close
+	}
+	if err != nil {
+		closeFile()
+		return nil, err
+	}
+	src.close = closeFile
+	return src, nil
 }
 
 func gptAttention(lf loadFlags, l *train.Loaded) (*attnSource, error) {

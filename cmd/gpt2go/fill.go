@@ -40,6 +40,7 @@ func runFill(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer loaded.Close()
 	if loaded.Run.Tokenizer == nil {
 		return fmt.Errorf("%s records no tokenizer, so its text cannot be encoded", loaded.Source)
 	}

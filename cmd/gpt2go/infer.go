@@ -91,6 +91,7 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	defer loaded.Close()
 	tok, err := lf.tok(loaded)
 	if err != nil {
 		return err
@@ -163,6 +164,7 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer loaded.Close()
 	if T == 0 {
 		T = min(loaded.Config.BlockSize, 1024)
 	}
@@ -265,6 +267,7 @@ func runExport(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	defer loaded.Close()
 	if loaded.Config.NoPositionalEmbs {
 		return fmt.Errorf("the model was trained without position embeddings, which the %s format cannot express", format)
 	}

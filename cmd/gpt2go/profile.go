@@ -55,6 +55,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
+		defer loaded.Close()
 		if loaded.Run == nil {
 			return fmt.Errorf("--run %s holds no gpt2go run config", runDir)
 		}
@@ -103,6 +104,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			if err != nil {
 				return err
 			}
+			defer loaded.Close()
 			opts.Params = loaded.ReadParams
 		}
 		opts.Config = cfg
