@@ -330,12 +330,25 @@ func TestRoundTrip(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Error("WriteFrom in 7-value chunks wrote other bytes than Write")
 	}
+	// A failed export over an existing one leaves that one whole: the weights are written before
+	// config.json, so a config for other heads never sits beside the old weights.
+	before := map[string][]byte{}
+	for _, f := range w.Files {
+		before[f], _ = os.ReadFile(filepath.Join(chunked, f))
+	}
+	otherHeads := cfg
+	otherHeads.NumHeads = 5
 	for name, read := range map[string]gpt.ParamsReader{
 		"short": pieces(params, 7, len(params)-3),
 		"a gap": func(sink func(int, []float32) error) error { return sink(5, params[5:]) },
 	} {
-		if _, err := hf.WriteFrom(t.TempDir(), cfg, read, nil); err == nil {
+		if _, err := hf.WriteFrom(chunked, otherHeads, read, nil); err == nil {
 			t.Errorf("WriteFrom with a reader that gives %s: no error", name)
+		}
+		for f, b := range before {
+			if now, _ := os.ReadFile(filepath.Join(chunked, f)); !bytes.Equal(now, b) {
+				t.Errorf("a failed WriteFrom (%s) changed %s", name, f)
+			}
 		}
 	}
 	for _, f := range w.Files {

@@ -49,15 +49,15 @@ func WriteFrom(dir string, cfg gpt.Config, read gpt.ParamsReader, tok tokenizer.
 	if err != nil {
 		return nil, err
 	}
-	out := &Written{}
-	if err := atomicfile.WriteBytes(filepath.Join(dir, ConfigFile), conf); err != nil {
-		return nil, err
-	}
-	out.Files = append(out.Files, ConfigFile)
+	// The weights first: their reader can still fail (a checksum checked at the end, a truncated
+	// file), and a config.json written before them would sit beside the folder's old weights.
 	if err := writeWeights(filepath.Join(dir, WeightsFile), cfg, read); err != nil {
 		return nil, err
 	}
-	out.Files = append(out.Files, WeightsFile)
+	if err := atomicfile.WriteBytes(filepath.Join(dir, ConfigFile), conf); err != nil {
+		return nil, err
+	}
+	out := &Written{Files: []string{ConfigFile, WeightsFile}}
 	files, why, err := writeTokenizer(dir, tok, cfg)
 	if err != nil {
 		return nil, err
@@ -130,7 +130,7 @@ func writeWeights(path string, cfg gpt.Config, read gpt.ParamsReader) error {
 			return err
 		}
 		if next != n || i != len(ts) {
-			return fmt.Errorf("export: the weights ended after %d of %d values", next, n)
+			return fmt.Errorf("export: the weights ended after %d of %d values (%d of %d tensors written)", next, n, i, len(ts))
 		}
 		return sw.Close()
 	})

@@ -34,7 +34,10 @@ type Loaded struct {
 
 // Close closes the file OpenWeights, OpenInit or OpenModel left open for ReadParams (a no-op for
 // weights in memory); ReadParams fails after it.
-func (l *Loaded) Close() error { return closeFile(&l.close) }
+func (l *Loaded) Close() error {
+	l.file = nil
+	return closeFile(&l.close)
+}
 
 // closeFile calls *c once, if set.
 func closeFile(c *func() error) error {
@@ -60,7 +63,7 @@ func readParams(params []float32, file gpt.ParamsReader, source string, sink fun
 	case file != nil:
 		return file(sink)
 	}
-	return fmt.Errorf("%s: the weights are no longer held (read them once)", source)
+	return fmt.Errorf("%s: the weights are no longer held (they were read once, or their file was closed); load the model again", source)
 }
 
 // OpenWeights is LoadWeights for a reader that puts the weights straight into a model
@@ -149,7 +152,10 @@ type LoadedBERT struct {
 }
 
 // Close closes the file OpenBERT or OpenModel left open for ReadParams.
-func (l *LoadedBERT) Close() error { return closeFile(&l.close) }
+func (l *LoadedBERT) Close() error {
+	l.file = nil
+	return closeFile(&l.close)
+}
 
 // ReadParams hands the weights to sink a chunk at a time, as Loaded.ReadParams does.
 func (l *LoadedBERT) ReadParams(sink func(off int, chunk []float32) error) error {

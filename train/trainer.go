@@ -347,13 +347,15 @@ func (t *Trainer) initWeights() error {
 		if err != nil {
 			return err
 		}
-		defer loaded.Close()
 		fileCfg := loaded.Config
 		fileCfg.NoPositionalEmbs = cfg.Model.NoPositionalEmbs
 		if fileCfg != cfg.Model {
+			loaded.Close()
 			return fmt.Errorf("--init %s holds a model %+v that differs from the configured %+v", cfg.Init, fileCfg, cfg.Model)
 		}
-		if err := t.w.SetParamsFrom(loaded.ReadParams); err != nil { // straight from the file
+		err = t.w.SetParamsFrom(loaded.ReadParams) // straight from the file
+		loaded.Close()
+		if err != nil {
 			return err
 		}
 	}
