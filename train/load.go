@@ -194,6 +194,9 @@ func loadRun(path string, isDir, lazy bool) (*checkpoint.Checkpoint, *Config, st
 		load, latest = checkpoint.Verify, checkpoint.LoadLatestVerified
 	}
 	if isDir {
+		if path, err = runDirFor(path); err != nil {
+			return nil, nil, "", err
+		}
 		var warnings []error
 		ck, src, warnings, err = latest(path)
 		for _, w := range warnings {
@@ -211,6 +214,22 @@ func loadRun(path string, isDir, lazy bool) (*checkpoint.Checkpoint, *Config, st
 		return nil, nil, "", err
 	}
 	return ck, run, src, nil
+}
+
+// runDirFor returns the run directory that the folder path names: path itself, or the run whose
+// checkpoints folder path is. Any other folder gets a one-line error that says what to pass.
+func runDirFor(path string) (string, error) {
+	if fileExists(checkpoint.Dir(path)) || fileExists(filepath.Join(path, runFile)) {
+		return path, nil // (a run without checkpoints yet: latest says so)
+	}
+	clean := filepath.Clean(path)
+	switch {
+	case filepath.Base(clean) == "checkpoints":
+		return filepath.Dir(clean), nil
+	case fileExists(filepath.Join(path, hf.WeightsFile)) || fileExists(filepath.Join(path, hf.ConfigFile)):
+		return "", fmt.Errorf("%s is a Hugging Face model folder, not a gpt2go run; pass it with --init %s", path, path)
+	}
+	return "", fmt.Errorf("%s is not a gpt2go run (it has no checkpoints folder); pass a run directory (train --out), a checkpoint file, or with --init an llm.c file or a Hugging Face folder", path)
 }
 
 // runConfig reads and checks the run config of checkpoint ck at src.

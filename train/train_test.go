@@ -381,6 +381,28 @@ func TestOpenWeights(t *testing.T) {
 	if losses[0] != losses[1] {
 		t.Errorf("loss %v from OpenWeights' model, %v from LoadWeights'", losses[1], losses[0])
 	}
+	lazy.Close()
+
+	// The run's checkpoints folder stands for the run; a Hugging Face folder or any other folder
+	// gets a one-line error that says what to pass.
+	viaFolder, err := OpenWeights(checkpoint.Dir(run) + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaFolder.Close()
+	if viaFolder.Source != eager.Source {
+		t.Errorf("OpenWeights(RUN/checkpoints/) read %s, want %s", viaFolder.Source, eager.Source)
+	}
+	hfDir := t.TempDir()
+	if _, err := hf.Write(hfDir, eager.Config, eager.Params, nil); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{hfDir: "--init " + hfDir, t.TempDir(): "not a gpt2go run"} {
+		_, err := OpenWeights(dir)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("OpenWeights(%s): %v, want one line containing %q", dir, err, want)
+		}
+	}
 }
 
 // Close closes the file OpenWeights or OpenInit left open, for a checkpoint, an llm.c file and a
