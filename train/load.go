@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -230,6 +232,26 @@ func runDirFor(path string) (string, error) {
 		return "", fmt.Errorf("%s is a Hugging Face model folder, not a gpt2go run; pass it with --init %s", path, path)
 	}
 	return "", fmt.Errorf("%s is not a gpt2go run (it has no checkpoints folder); pass a run directory (train --out), a checkpoint file, or with --init an llm.c file or a Hugging Face folder", path)
+}
+
+// ResumeDir returns the run directory that train --resume path continues: path, or the run
+// whose checkpoints folder path is; a path that does not exist is an error (resuming creates
+// nothing).
+func ResumeDir(path string) (string, error) {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("resume %s: no such run directory; start a run there with train --out %s", path, path)
+	case err != nil:
+		return "", fmt.Errorf("resume: %w", err)
+	case !st.IsDir():
+		return "", fmt.Errorf("resume %s: not a directory; pass the run directory (train --out), not one of its files", path)
+	}
+	clean := filepath.Clean(path)
+	if !fileExists(checkpoint.Dir(path)) && !fileExists(filepath.Join(path, runFile)) && filepath.Base(clean) == "checkpoints" {
+		return filepath.Dir(clean), nil
+	}
+	return path, nil
 }
 
 // runConfig reads and checks the run config of checkpoint ck at src.

@@ -187,7 +187,18 @@ func TestResumeWithMoreSteps(t *testing.T) {
 	if _, err := runTrain(t, Options{Config: short, RunDir: half}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runTrain(t, Options{Config: cfg, RunDir: half, Resume: true, Set: map[string]bool{"steps": true}}); err != nil {
+	// Named by its checkpoints folder, the run resumes the same; a run that does not exist is
+	// refused without creating anything, and a file is not a run.
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, dir := range []string{missing, filepath.Join(half, runFile)} {
+		if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Resume: true}); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("resume %s: %v, want a one-line error", dir, err)
+		}
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("resuming %s created it", missing)
+	}
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: checkpoint.Dir(half), Resume: true, Set: map[string]bool{"steps": true}}); err != nil {
 		t.Fatal(err)
 	}
 	want, _ := readLog(t, filepath.Join(full, logFile))

@@ -151,6 +151,13 @@ func open(opts Options) (*Trainer, error) {
 	if opts.RunDir == "" {
 		return nil, errors.New("no run directory; pass --out RUNDIR")
 	}
+	if opts.Resume { // before the lock, which would create the directory
+		dir, err := ResumeDir(opts.RunDir)
+		if err != nil {
+			return nil, err
+		}
+		opts.RunDir = dir
+	}
 	if opts.Comm != nil && opts.Comm.Rank() != 0 {
 		return openLocked(opts) // rank 0 holds the lock and writes the run directory
 	}

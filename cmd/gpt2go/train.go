@@ -269,7 +269,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		if set["force"] {
 			return fmt.Errorf("--force and --resume contradict each other")
 		}
-		opts.RunDir, opts.Resume = resume, true
+		dir, err := train.ResumeDir(resume)
+		if err != nil {
+			return err
+		}
+		opts.RunDir, opts.Resume = dir, true
 		if set["data"] { // compare the resolved dataset with the saved one
 			err := df.rank0First(func() error {
 				dir, err := prepare.Resolve(dataSpec, cacheDir, stderr)
