@@ -32,6 +32,9 @@ func runPrepare(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("no output: pass --out DIR")
 	}
 	opts.Inputs = inputs
-	_, err := prepare.Run(opts)
-	return err
+	if _, err := prepare.Run(opts); err != nil {
+		// The command's name prefixes the message already ("gpt2go prepare: ...").
+		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "prepare: "))
+	}
+	return nil
 }
