@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"golang.org/x/sys/unix"
 
 	"github.com/gpt2go/gpt2go/internal/atomicfile"
 )
@@ -175,6 +176,10 @@ func (c *algoCache) put(key string, ch algoChoice) algoChoice {
 		c.choices[key] = ch
 		return ch
 	}
+	// Other processes (the ranks of a job on one machine) merge into the same file: the read,
+	// merge and write run under an exclusive lock on a file beside it, so none loses another's
+	// shapes and the first choice written for a shape is the one every process uses.
+	defer lockFile(c.path + ".lock")()
 	merged := readAlgoCache(c.path, c.header)
 	if theirs, ok := merged[key]; ok && theirs.Algo != c.rejected[key] {
 		ch = theirs
@@ -191,6 +196,33 @@ func (c *algoCache) put(key string, ch algoChoice) algoChoice {
 		_ = atomicfile.WriteBytes(c.path, append(data, '\n'))
 	}
 	return ch
+}
+
+// lockFile takes an exclusive lock on the file at path (creating it), waiting for other
+// processes to release theirs, and returns its release. Without the lock (a read-only folder, a
+// file system without flock) it returns a no-op: the cache then works as before, racily.
+func lockFile(path string) (unlock func()) {
+	if os.MkdirAll(filepath.Dir(path), 0o755) != nil {
+		return func() {}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return func() {}
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	}
 }
 
 // drop forgets key's stored algorithm, which the library no longer accepts, and remembers it

@@ -2,11 +2,13 @@ package cuda
 
 import (
 	"encoding/hex"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -204,6 +206,43 @@ func TestAlgoCacheFile(t *testing.T) {
 	}
 	if matches, _ := filepath.Glob(filepath.Join(dir, "*.tmp*")); len(matches) != 0 {
 		t.Errorf("temporary files left: %v", matches)
+	}
+}
+
+// Processes writing one cache file at once (the ranks of a job on one machine; here caches
+// opened separately, which lock the file as processes do) lose none of each other's shapes, and
+// all use the first choice written for a shape they share.
+func TestAlgoCacheConcurrentWriters(t *testing.T) {
+	dir := t.TempDir()
+	h := algoCacheHeader{Version: algoCacheVersion, Device: "test", Arch: "sm_00", CublasLt: 1, Workspace: 1}
+	const writers, keys = 6, 12
+	shared := make([]algoChoice, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := newTestCache(dir, h)
+			for k := range keys {
+				c.put(fmt.Sprintf("w%d-k%d", w, k), testChoice(byte(w), k))
+			}
+			shared[w] = c.put("shared", testChoice(byte(100+w), 0))
+		}()
+	}
+	wg.Wait()
+	final := newTestCache(dir, h)
+	for w := range writers {
+		for k := range keys {
+			if got, ok := final.get(fmt.Sprintf("w%d-k%d", w, k)); !ok || got != testChoice(byte(w), k) {
+				t.Errorf("writer %d's shape %d: %+v, %v in the file", w, k, got, ok)
+			}
+		}
+		if shared[w] != shared[0] {
+			t.Errorf("writers 0 and %d use different choices for a shared shape", w)
+		}
+	}
+	if got, _ := final.get("shared"); got != shared[0] {
+		t.Errorf("the file holds %+v for the shared shape, the writers use %+v", got, shared[0])
 	}
 }
 
