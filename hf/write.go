@@ -64,13 +64,7 @@ func WriteFrom(dir string, cfg gpt.Config, read gpt.ParamsReader, tok tokenizer.
 	}
 	out.Files = append(out.Files, files...)
 	out.NoTokenizer = why
-	// The temp files behind the atomic writes are private (0600); an export is made to be shared.
-	for _, f := range out.Files {
-		if err := os.Chmod(filepath.Join(dir, f), 0o644); err != nil {
-			return nil, fmt.Errorf("export: %w", err)
-		}
-	}
-	return out, nil
+	return out, nil // (atomicfile writes files readable by all: an export is made to be shared)
 }
 
 // writeWeights writes the tensors into path as read hands gpt2go's flat parameters over, in

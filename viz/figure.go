@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"fmt"
 	"image/color"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -19,6 +18,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/gpt2go/gpt2go/internal/atomicfile"
 )
 
 // DPI is the resolution of PNG output.
@@ -70,7 +71,7 @@ func (f *Figure) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o644)
+	return atomicfile.WriteBytes(path, b)
 }
 
 // sans is the typeface of every label: gonum's default is a serif.

@@ -10,10 +10,15 @@ import (
 	"path/filepath"
 )
 
-// Write creates or replaces path with what fill writes. On any error the old file is left untouched
-// and the temp file is removed.
+// Write creates or replaces path with what fill writes, creating its folder if need be (an
+// output named in a new folder: --out results/loss.png). The file is readable by all (0644, as
+// most tools create files; the temp file starts private). On any error the old file is left
+// untouched and the temp file is removed.
 func Write(path string, fill func(w io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create the folder of %s: %w", path, err)
+	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("create temp file for %s: %w", path, err)
@@ -30,6 +35,9 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 	}
 	if err = bw.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = tmp.Chmod(0o644); err != nil {
+		return fmt.Errorf("chmod %s: %w", path, err)
 	}
 	if err = tmp.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", path, err)

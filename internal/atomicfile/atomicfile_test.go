@@ -37,3 +37,22 @@ func TestWriteReplacesAndFailureKeepsOld(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// A file in a folder that does not exist yet gets the folder, and mode 0644; one under a regular
+// file fails.
+func TestWriteCreatesTheFolder(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "new", "sub", "f.bin")
+	if err := WriteBytes(path, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "x" {
+		t.Fatalf("read back %q, %v", b, err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v (%v), want 0644", st.Mode().Perm(), err)
+	}
+	if err := WriteBytes(filepath.Join(path, "g.bin"), []byte("y")); err == nil {
+		t.Error("a file under a regular file was written")
+	}
+}
