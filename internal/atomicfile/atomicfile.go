@@ -36,9 +36,7 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 	if err = bw.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("chmod %s: %w", path, err)
-	}
+	_ = tmp.Chmod(0o644) // best effort: some file systems (FAT, CIFS mounts) fix the mode
 	if err = tmp.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", path, err)
 	}
