@@ -221,17 +221,33 @@ func loadRun(path string, isDir, lazy bool) (*checkpoint.Checkpoint, *Config, st
 // runDirFor returns the run directory that the folder path names: path itself, or the run whose
 // checkpoints folder path is. Any other folder gets a one-line error that says what to pass.
 func runDirFor(path string) (string, error) {
-	if fileExists(checkpoint.Dir(path)) || fileExists(filepath.Join(path, runFile)) {
+	if present(checkpoint.Dir(path)) || present(filepath.Join(path, runFile)) {
 		return path, nil // (a run without checkpoints yet: latest says so)
 	}
-	clean := filepath.Clean(path)
-	switch {
-	case filepath.Base(clean) == "checkpoints":
-		return filepath.Dir(clean), nil
-	case fileExists(filepath.Join(path, hf.WeightsFile)) || fileExists(filepath.Join(path, hf.ConfigFile)):
-		return "", fmt.Errorf("%s is a Hugging Face model folder, not a gpt2go run; pass it with --init %s", path, path)
+	if run, ok := runOfCheckpointsFolder(path); ok {
+		return run, nil
+	}
+	if present(filepath.Join(path, hf.WeightsFile)) || present(filepath.Join(path, hf.ConfigFile)) {
+		return "", fmt.Errorf("%s is a Hugging Face model folder, not a gpt2go run; sample, eval, attn, export and train read it with --init %s", path, path)
 	}
 	return "", fmt.Errorf("%s is not a gpt2go run (it has no checkpoints folder); pass a run directory (train --out), a checkpoint file, or with --init an llm.c file or a Hugging Face folder", path)
+}
+
+// runOfCheckpointsFolder returns the run whose checkpoints folder path is: a folder named
+// checkpoints ("." inside one counts) that is not itself a run. Symbolic links are kept as given.
+func runOfCheckpointsFolder(path string) (string, bool) {
+	abs, err := filepath.Abs(path)
+	if err != nil || filepath.Base(abs) != "checkpoints" || present(checkpoint.Dir(path)) || present(filepath.Join(path, runFile)) {
+		return "", false
+	}
+	return filepath.Dir(abs), true
+}
+
+// present reports whether path exists or may exist: an error other than "does not exist"
+// (permission denied) counts as present, so that reading it later names the real problem.
+func present(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
 }
 
 // ResumeDir returns the run directory that train --resume path continues: path, or the run
@@ -247,9 +263,8 @@ func ResumeDir(path string) (string, error) {
 	case !st.IsDir():
 		return "", fmt.Errorf("resume %s: not a directory; pass the run directory (train --out), not one of its files", path)
 	}
-	clean := filepath.Clean(path)
-	if !fileExists(checkpoint.Dir(path)) && !fileExists(filepath.Join(path, runFile)) && filepath.Base(clean) == "checkpoints" {
-		return filepath.Dir(clean), nil
+	if run, ok := runOfCheckpointsFolder(path); ok {
+		return run, nil
 	}
 	return path, nil
 }

@@ -404,6 +404,15 @@ func TestOpenWeights(t *testing.T) {
 	if viaFolder.Source != eager.Source {
 		t.Errorf("OpenWeights(RUN/checkpoints/) read %s, want %s", viaFolder.Source, eager.Source)
 	}
+	t.Chdir(checkpoint.Dir(run)) // "." inside the checkpoints folder too
+	viaDot, err := OpenWeights(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaDot.Close()
+	if viaDot.Step != eager.Step {
+		t.Errorf("OpenWeights(.) inside RUN/checkpoints read step %d, want %d", viaDot.Step, eager.Step)
+	}
 	hfDir := t.TempDir()
 	if _, err := hf.Write(hfDir, eager.Config, eager.Params, nil); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -198,22 +199,30 @@ func (c *algoCache) put(key string, ch algoChoice) algoChoice {
 	return ch
 }
 
-// lockFile takes an exclusive lock on the file at path (creating it), waiting for other
-// processes to release theirs, and returns its release. Without the lock (a read-only folder, a
-// file system without flock) it returns a no-op: the cache then works as before, racily.
+// algoCacheLockWait bounds lockFile's wait for another process's lock.
+var algoCacheLockWait = 10 * time.Second
+
+// lockFile takes an exclusive lock on the file at path (creating it), waiting up to
+// algoCacheLockWait for other processes to release theirs, and returns its release. Without the
+// lock (a read-only folder, a file system without flock, a holder that is stopped or hung) it
+// returns a no-op: the cache then works as before, racily, rather than stalling the matmuls.
 func lockFile(path string) (unlock func()) {
 	if os.MkdirAll(filepath.Dir(path), 0o755) != nil {
 		return func() {}
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return func() {}
+	if err != nil { // another user's lock file: flock works on a read-only descriptor too
+		if f, err = os.Open(path); err != nil {
+			return func() {}
+		}
 	}
+	deadline := time.Now().Add(algoCacheLockWait)
 	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if err != unix.EINTR {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if (err != unix.EWOULDBLOCK && err != unix.EINTR) || time.Now().After(deadline) {
 			break
 		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	if err != nil {
 		f.Close()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gpt2go/gpt2go/backend"
 )
@@ -243,6 +244,26 @@ func TestAlgoCacheConcurrentWriters(t *testing.T) {
 	}
 	if got, _ := final.get("shared"); got != shared[0] {
 		t.Errorf("the file holds %+v for the shared shape, the writers use %+v", got, shared[0])
+	}
+}
+
+// A lock held by a process that never lets go (stopped, hung) delays a put by algoCacheLockWait,
+// not for ever; the choice is still written.
+func TestAlgoCacheLockHeld(t *testing.T) {
+	defer func(d time.Duration) { algoCacheLockWait = d }(algoCacheLockWait)
+	algoCacheLockWait = 200 * time.Millisecond
+	dir := t.TempDir()
+	h := algoCacheHeader{Version: algoCacheVersion, Device: "test", Arch: "sm_00", CublasLt: 1, Workspace: 1}
+	c := newTestCache(dir, h)
+	unlock := lockFile(c.path + ".lock") // the stuck holder
+	defer unlock()
+	start := time.Now()
+	c.put("x", testChoice(1, 0))
+	if d := time.Since(start); d < algoCacheLockWait || d > 10*algoCacheLockWait {
+		t.Errorf("put took %v with the lock held elsewhere; want about %v", d, algoCacheLockWait)
+	}
+	if _, ok := newTestCache(dir, h).get("x"); !ok {
+		t.Error("the choice was not written")
 	}
 }
 

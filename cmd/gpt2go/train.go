@@ -227,6 +227,19 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err := df.readEnv(); err != nil {
 		return err
 	}
+	set := setFlags(fs)
+	resumeDir := ""
+	if resume != "" { // before the device starts: a wrong run should not wait for it
+		if resumeDir, err = train.ResumeDir(resume); err != nil {
+			return err
+		}
+		if set["out"] && filepath.Clean(out) != filepath.Clean(resume) && filepath.Clean(out) != filepath.Clean(resumeDir) {
+			return fmt.Errorf("--out %s and --resume %s name different runs; give just --resume", out, resume)
+		}
+		if set["force"] {
+			return fmt.Errorf("--force and --resume contradict each other")
+		}
+	}
 	// The backend first: with several ranks it carries the communicator, which orders the
 	// ranks' data preparation (rank 0 first).
 	dev.localRank = df.env.LocalRank
@@ -249,7 +262,6 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			stdout = io.Discard // rank 0 speaks for the job
 		}
 	}
-	set := setFlags(fs)
 	if cfg.HellaSwag != "" {
 		err := df.rank0First(func() error {
 			path, err := prepare.ResolveHellaSwag(cfg.HellaSwag, cacheDir, stderr)
@@ -263,17 +275,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 
 	opts := train.Options{Set: set, Out: stdout, Version: version, StopAt: stopAt, TensorBoard: tensorBoard}
 	if resume != "" {
-		if set["out"] && filepath.Clean(out) != filepath.Clean(resume) {
-			return fmt.Errorf("--out %s and --resume %s name different runs; give just --resume", out, resume)
-		}
-		if set["force"] {
-			return fmt.Errorf("--force and --resume contradict each other")
-		}
-		dir, err := train.ResumeDir(resume)
-		if err != nil {
-			return err
-		}
-		opts.RunDir, opts.Resume = dir, true
+		opts.RunDir, opts.Resume = resumeDir, true
 		if set["data"] { // compare the resolved dataset with the saved one
 			err := df.rank0First(func() error {
 				dir, err := prepare.Resolve(dataSpec, cacheDir, stderr)

@@ -4,22 +4,30 @@ package atomicfile
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 )
 
 // Write creates or replaces path with what fill writes, creating its folder if need be (an
-// output named in a new folder: --out results/loss.png). The file is readable by all (0644, as
-// most tools create files; the temp file starts private). On any error the old file is left
-// untouched and the temp file is removed.
+// output named in a new folder: --out results/loss.png). A new file gets mode 0644 less the
+// umask, as any file a program creates; a replaced file keeps its mode. On any error the old file
+// is left untouched and the temp file is removed.
 func Write(path string, fill func(w io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create the folder of %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	perm, replacing := fs.FileMode(0o644), false
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
+		perm, replacing = st.Mode().Perm(), true
+	}
+	tmp, err := createTemp(dir, "."+filepath.Base(path)+".tmp-", perm)
 	if err != nil {
 		return fmt.Errorf("create temp file for %s: %w", path, err)
 	}
@@ -36,7 +44,9 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 	if err = bw.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	_ = tmp.Chmod(0o644) // best effort: some file systems (FAT, CIFS mounts) fix the mode
+	if replacing {
+		_ = tmp.Chmod(perm) // past the umask; best effort (FAT and CIFS mounts fix modes)
+	}
 	if err = tmp.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", path, err)
 	}
@@ -47,6 +57,19 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 		return fmt.Errorf("rename into %s: %w", path, err)
 	}
 	return syncDir(dir)
+}
+
+// createTemp creates a new file prefix+random in dir with mode perm (less the umask), as
+// os.CreateTemp does with 0600.
+func createTemp(dir, prefix string, perm fs.FileMode) (*os.File, error) {
+	for range 100 {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("no unused temp file name in %s", dir)
 }
 
 // WriteBytes is Write for content already in memory.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -38,8 +39,8 @@ func TestWriteReplacesAndFailureKeepsOld(t *testing.T) {
 	}
 }
 
-// A file in a folder that does not exist yet gets the folder, and mode 0644; one under a regular
-// file fails.
+// A file in a folder that does not exist yet gets the folder, and mode 0644 less the umask; one
+// under a regular file fails.
 func TestWriteCreatesTheFolder(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "new", "sub", "f.bin")
@@ -49,8 +50,27 @@ func TestWriteCreatesTheFolder(t *testing.T) {
 	if b, err := os.ReadFile(path); err != nil || string(b) != "x" {
 		t.Fatalf("read back %q, %v", b, err)
 	}
-	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o644 {
-		t.Errorf("mode %v (%v), want 0644", st.Mode().Perm(), err)
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	mode := func(p string) os.FileMode {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Mode().Perm()
+	}
+	if err := WriteBytes(path, []byte("x")); err != nil || mode(path) != 0o644 {
+		t.Errorf("mode %v (%v) under umask 022, want 0644", mode(path), err)
+	}
+	// A replaced file keeps its mode; a new one follows the umask.
+	os.Chmod(path, 0o600)
+	if err := WriteBytes(path, []byte("z")); err != nil || mode(path) != 0o600 {
+		t.Errorf("a 0600 file became %v (%v) when replaced", mode(path), err)
+	}
+	syscall.Umask(0o077)
+	private := filepath.Join(dir, "private.bin")
+	if err := WriteBytes(private, []byte("p")); err != nil || mode(private) != 0o600 {
+		t.Errorf("mode %v (%v) under umask 077, want 0600", mode(private), err)
 	}
 	if err := WriteBytes(filepath.Join(path, "g.bin"), []byte("y")); err == nil {
 		t.Error("a file under a regular file was written")
