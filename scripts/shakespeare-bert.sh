@@ -8,7 +8,7 @@
 # Give torch a fast BLAS first (apt-get install libopenblas0-pthread): with Debian's reference
 # BLAS a step takes seconds.
 #
-#   scripts/shakespeare-bert.sh [STEPS]          (default 4000: ~7 min on 2 CPU cores)
+#   scripts/shakespeare-bert.sh [STEPS]          (default 4000: ~5 min on 2 CPU cores)
 #   COMPARE=1 scripts/shakespeare-bert.sh [STEPS]  (PyTorch adds ~22 min)
 #
 # The first ~900 steps sit on MLM's plateau: loss ~3.0, accuracy ~0.23, what the characters'
