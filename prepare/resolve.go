@@ -56,6 +56,14 @@ func DefaultCacheDir() (string, error) {
 // A cached dataset is reused when its meta.json records the same fingerprint (tokenizer and
 // inputs). cacheDir "" means DefaultCacheDir(). progress (may be nil) gets bars and messages.
 func Resolve(spec, cacheDir string, progress io.Writer) (string, error) {
+	return ResolveFor(spec, cacheDir, progress, false)
+}
+
+// ResolveFor is Resolve for a model family: with bertSpecials (train --arch bert) the datasets it
+// prepares itself (the default corpus, "shakespeare", a text file) get [PAD] [CLS] [SEP] [MASK]
+// after their vocabulary (Options.BERTSpecials), in their own cache folders (NAME-bert); a
+// directory or shard is returned as it is.
+func ResolveFor(spec, cacheDir string, progress io.Writer, bertSpecials bool) (string, error) {
 	if cacheDir == "" {
 		var err error
 		if cacheDir, err = DefaultCacheDir(); err != nil {
@@ -64,13 +72,13 @@ func Resolve(spec, cacheDir string, progress io.Writer) (string, error) {
 	}
 	switch spec {
 	case "", "go":
-		return resolveGo(cacheDir, progress)
+		return resolveGo(cacheDir, progress, bertSpecials)
 	case "shakespeare":
 		path, err := shakespeareText(cacheDir, progress)
 		if err != nil {
 			return "", err
 		}
-		return prepareText(path, filepath.Join(cacheDir, "shakespeare-char"), progress)
+		return prepareText(path, filepath.Join(cacheDir, "shakespeare-char"), progress, bertSpecials)
 	}
 	st, err := os.Stat(spec)
 	if err != nil {
@@ -87,20 +95,29 @@ func Resolve(spec, cacheDir string, progress io.Writer) (string, error) {
 		return "", err
 	}
 	name := strings.TrimSuffix(filepath.Base(spec), filepath.Ext(spec))
-	return prepareText(spec, filepath.Join(cacheDir, "text-"+safeName(name)+"-"+sum[:12]), progress)
+	return prepareText(spec, filepath.Join(cacheDir, "text-"+safeName(name)+"-"+sum[:12]), progress, bertSpecials)
 }
 
-// prepareText prepares one text file at char level into dir, unless dir already holds it.
-func prepareText(path, dir string, progress io.Writer) (string, error) {
+// bertVariant names the dataset folder and fingerprint of a BERT-specials preparation.
+func bertVariant(dir, fingerprint string, bertSpecials bool) (string, string) {
+	if !bertSpecials {
+		return dir, fingerprint
+	}
+	return dir + "-bert", fingerprint + " +bert-specials"
+}
+
+// prepareText prepares one text file at char level into dir (with BERT's special tokens when
+// bertSpecials, into dir-bert), unless that folder already holds it.
+func prepareText(path, dir string, progress io.Writer, bertSpecials bool) (string, error) {
 	sum, err := hashFile(path)
 	if err != nil {
 		return "", err
 	}
-	fingerprint := "char text sha256:" + sum
+	dir, fingerprint := bertVariant(dir, "char text sha256:"+sum, bertSpecials)
 	if cached(dir, fingerprint) {
 		return dir, nil
 	}
-	_, err = Run(Options{Inputs: []string{path}, Out: dir, Tokenizer: "char", Progress: progress, Fingerprint: fingerprint})
+	_, err = Run(Options{Inputs: []string{path}, Out: dir, Tokenizer: "char", BERTSpecials: bertSpecials, Progress: progress, Fingerprint: fingerprint})
 	if err != nil {
 		return "", err
 	}
@@ -118,7 +135,7 @@ func cached(dir, fingerprint string) bool {
 	return err == nil
 }
 
-func resolveGo(cacheDir string, progress io.Writer) (string, error) {
+func resolveGo(cacheDir string, progress io.Writer, bertSpecials bool) (string, error) {
 	src, err := goSourceDir()
 	if err != nil {
 		return "", err
@@ -127,14 +144,14 @@ func resolveGo(cacheDir string, progress io.Writer) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(cacheDir, goCorpusDir)
+	dir, fingerprint := bertVariant(filepath.Join(cacheDir, goCorpusDir), fingerprint, bertSpecials)
 	if cached(dir, fingerprint) {
 		return dir, nil
 	}
 	if progress != nil {
 		fmt.Fprintf(progress, "default corpus: preparing %d Go files from %s into %s (once)\n", len(files), src, dir)
 	}
-	_, err = Run(Options{Inputs: files, Out: dir, Tokenizer: "byte", Progress: progress, Fingerprint: fingerprint})
+	_, err = Run(Options{Inputs: files, Out: dir, Tokenizer: "byte", BERTSpecials: bertSpecials, Progress: progress, Fingerprint: fingerprint})
 	if err != nil {
 		return "", err
 	}

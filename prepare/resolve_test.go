@@ -74,6 +74,19 @@ func TestResolveGo(t *testing.T) {
 	if meta2, _ := data.ReadMeta(dir); len(meta2.Sources) != 3 {
 		t.Fatalf("not re-prepared: %v", meta2.Sources)
 	}
+	// For an encoder (train --arch bert) the same corpus is prepared again with BERT's special
+	// tokens after the byte vocabulary, into its own folder; the plain one stays as it was.
+	bert, err := ResolveFor("", cache, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm, err := data.ReadMeta(bert)
+	if err != nil || bert != dir+"-bert" || bm.Specials == nil || bm.VocabSize != 256+1+4 {
+		t.Fatalf("bert variant %s: %+v, %v", bert, bm, err)
+	}
+	if plain, _ := data.ReadMeta(dir); plain.Specials != nil {
+		t.Error("the plain corpus got BERT's specials")
+	}
 }
 
 func TestResolveGoMissing(t *testing.T) {

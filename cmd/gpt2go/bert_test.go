@@ -174,3 +174,17 @@ func TestBERTTrainErrors(t *testing.T) {
 	mustFail(t, "is a GPT-2 model", "fill", "--ckpt", gptRunOf(t), "--text", "a [MASK]")
 	mustFail(t, `unknown model "bert-huge"`, bertArgs(bertData, filepath.Join(dir, "f"), "--model", "bert-huge")...)
 }
+
+// A text file given to train --arch bert is prepared with BERT's special tokens (into its own
+// cache folder), so an encoder trains on it without a prepare step, as GPT-2 does.
+func TestBERTTrainOnText(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(text, []byte(strings.Repeat("the quick brown fox jumps over the lazy dog. ", 200)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, append(bertArgs(text, filepath.Join(dir, "run"), "--steps", "2", "--eval-every", "0"), "--cache-dir", filepath.Join(dir, "cache"))...)
+	if !strings.Contains(out, "done: 2 steps") {
+		t.Fatalf("train --arch bert on a text file:\n%s", out)
+	}
+}

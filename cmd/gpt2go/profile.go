@@ -78,7 +78,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else {
 		vocab := 257 // random bytes, like the default training corpus (presets bring their own vocab)
 		if dataSpec != "" {
-			dir, ds, err := openData(dataSpec, cacheDir, stderr)
+			dir, ds, err := openData(dataSpec, cacheDir, stderr, false)
 			if err != nil {
 				return err
 			}

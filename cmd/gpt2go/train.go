@@ -278,7 +278,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		opts.RunDir, opts.Resume = resumeDir, true
 		if set["data"] { // compare the resolved dataset with the saved one
 			err := df.rank0First(func() error {
-				dir, err := prepare.Resolve(dataSpec, cacheDir, stderr)
+				dir, err := prepare.ResolveFor(dataSpec, cacheDir, stderr, mf.archName() == "bert")
 				cfg.Data = dir
 				return err
 			})
@@ -300,7 +300,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		var dir string
 		var ds *data.Dataset
 		err := df.rank0First(func() (err error) {
-			dir, ds, err = openData(dataSpec, cacheDir, stderr)
+			dir, ds, err = openData(dataSpec, cacheDir, stderr, mf.archName() == "bert")
 			return err
 		})
 		if err != nil {
@@ -362,9 +362,10 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 }
 
 // openData resolves a --data spec (a prepared directory, a shard, a text file, `go` or
-// `shakespeare`), preparing it into the cache when needed, and opens the dataset.
-func openData(spec, cacheDir string, progress io.Writer) (string, *data.Dataset, error) {
-	dir, err := prepare.Resolve(spec, cacheDir, progress)
+// `shakespeare`), preparing it into the cache when needed (with BERT's special tokens for an
+// encoder), and opens the dataset.
+func openData(spec, cacheDir string, progress io.Writer, bert bool) (string, *data.Dataset, error) {
+	dir, err := prepare.ResolveFor(spec, cacheDir, progress, bert)
 	if err != nil {
 		return "", nil, err
 	}
