@@ -107,7 +107,9 @@ func encodeMasked(tok tokenizer.Tokenizer, sp tokenizer.Specials, text string) (
 			ids = append(ids, int32(sp.MASK))
 		}
 		pieceIDs, err := encodeChecked(tok, piece)
-		if err != nil {
+		if err != nil && i > 0 { // the tokenizer counts bytes from the piece's start
+			return nil, nil, fmt.Errorf("%w, counting from the end of [MASK] %d", err, i)
+		} else if err != nil {
 			return nil, nil, err
 		}
 		ids = append(ids, pieceIDs...)
