@@ -161,6 +161,9 @@ func TestEncodeText(t *testing.T) {
 	if _, err := EncodeText(char, []byte("a")); err == nil {
 		t.Error("one token: no error")
 	}
+	if _, err := EncodeText(tokenizer.Byte(), nil); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("an empty text: %v, want an error saying it is empty", err)
+	}
 }
 
 func TestRenderSkipsCharactersOutsideTheAlphabet(t *testing.T) {

@@ -22,6 +22,9 @@ func EncodeText(tok tokenizer.Tokenizer, text []byte) ([]int32, error) {
 		ids = append(ids, int32(tok.EOT()))
 	}
 	ids = append(ids, encode(tok, string(text))...)
+	if len(text) == 0 {
+		return nil, fmt.Errorf("the text is empty; evaluate a file that holds text")
+	}
 	if len(ids) < 2 {
 		return nil, fmt.Errorf("the text holds %d tokens; at least 2 are needed to predict one", len(ids))
 	}
