@@ -349,18 +349,24 @@ func TestGradAccumMatchesLargerBatch(t *testing.T) {
 	}
 }
 
-// OpenWeights verifies a run's newest checkpoint but leaves its weights in the file: ReadParams
-// reads LoadWeights' values from it, and the inference model built from it gives the same loss.
-func TestOpenWeights(t *testing.T) {
-	cfg := smallConfig(writeDataset(t, 50))
+// trainedRun trains a small run and returns its directory and its weights (LoadWeights).
+func trainedRun(t *testing.T) (string, *Loaded) {
+	t.Helper()
 	run := filepath.Join(t.TempDir(), "run")
-	if _, err := runTrain(t, Options{Config: cfg, RunDir: run}); err != nil {
+	if _, err := runTrain(t, Options{Config: smallConfig(writeDataset(t, 50)), RunDir: run}); err != nil {
 		t.Fatal(err)
 	}
 	eager, err := LoadWeights(run)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return run, eager
+}
+
+// OpenWeights verifies a run's newest checkpoint but leaves its weights in the file: ReadParams
+// reads LoadWeights' values from it, and the inference model built from it gives the same loss.
+func TestOpenWeights(t *testing.T) {
+	run, eager := trainedRun(t)
 	lazy, err := OpenWeights(run)
 	if err != nil {
 		t.Fatal(err)
@@ -435,15 +441,7 @@ func TestLoadedClose(t *testing.T) {
 		}
 		return len(ents)
 	}
-	cfg := smallConfig(writeDataset(t, 50))
-	run := filepath.Join(t.TempDir(), "run")
-	if _, err := runTrain(t, Options{Config: cfg, RunDir: run}); err != nil {
-		t.Fatal(err)
-	}
-	eager, err := LoadWeights(run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run, eager := trainedRun(t)
 	llmc := filepath.Join(t.TempDir(), "m.bin")
 	if err := gpt.WriteLLMC(llmc, eager.Config, eager.Params); err != nil {
 		t.Fatal(err)
