@@ -34,7 +34,7 @@ type Model struct {
 	compute backend.DType
 	a       actBuffers
 	// Batch inputs on the backend, int32: tokens and token types (maxB*maxT), sequence lengths
-	// (maxB), and the flat indices b*T+t of the masked positions with their target ids (maxB*maxT).
+	// (maxB), and the flat indices b*T+t of the masked positions with their target ids (maxRows).
 	inputs, types, lengths, maskIndex, maskTargets backend.Buf
 
 	// The last Forward: its shape, mask, masked count and accuracy. cur is false once Backward
@@ -161,7 +161,7 @@ func newModel(be backend.Backend, cfg Config, maxB, maxT, maxRows int, prec gpt.
 	}
 	BT := maxB * maxT
 	m.inputs, m.types, m.lengths = be.AllocInt32(BT), be.AllocInt32(BT), be.AllocInt32(maxB)
-	m.maskIndex, m.maskTargets = be.AllocInt32(BT), be.AllocInt32(BT)
+	m.maskIndex, m.maskTargets = be.AllocInt32(maxRows), be.AllocInt32(maxRows)
 	m.allocActs()
 	m.hostIndex, m.hostTargets, m.hostTypes = make([]int32, BT), make([]int32, BT), make([]int32, BT)
 	m.hostLosses = make([]float32, BT)
@@ -268,7 +268,7 @@ func (c Config) memoryPlan(B, T, rows int, prec gpt.Precision, par gpt.Parallel,
 	}
 	return append(plan,
 		backend.MemoryItem{Name: "activations", Bytes: act*(L*perLayer+once) + f32*(L*perLayerStats+onceStats)},
-		backend.MemoryItem{Name: "tokens", Bytes: 4 * (4*BT + int64(B))},
+		backend.MemoryItem{Name: "tokens", Bytes: 4 * (2*BT + 2*R + int64(B))},
 	)
 }
 
