@@ -12,6 +12,9 @@ import (
 // tokenizer has one, as prepare puts before every document, so the first token is predicted
 // too), then the text. A char tokenizer refuses characters outside its alphabet.
 func EncodeText(tok tokenizer.Tokenizer, text []byte) ([]int32, error) {
+	if len(text) == 0 {
+		return nil, fmt.Errorf("the text is empty; evaluate a file that holds text")
+	}
 	if c, ok := tok.(*tokenizer.Char); ok {
 		if err := c.Check(text); err != nil {
 			return nil, err
@@ -22,9 +25,6 @@ func EncodeText(tok tokenizer.Tokenizer, text []byte) ([]int32, error) {
 		ids = append(ids, int32(tok.EOT()))
 	}
 	ids = append(ids, encode(tok, string(text))...)
-	if len(text) == 0 {
-		return nil, fmt.Errorf("the text is empty; evaluate a file that holds text")
-	}
 	if len(ids) < 2 {
 		return nil, fmt.Errorf("the text holds %d tokens; at least 2 are needed to predict one", len(ids))
 	}

@@ -269,6 +269,22 @@ func ResumeDir(path string) (string, error) {
 	return path, nil
 }
 
+// SavedArch returns the model family recorded in run directory dir's run.json ("" for GPT-2, or
+// when there is no readable run.json).
+func SavedArch(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, runFile))
+	if err != nil {
+		return ""
+	}
+	var saved struct {
+		Arch string `json:"arch"`
+	}
+	if json.Unmarshal(b, &saved) != nil {
+		return ""
+	}
+	return saved.Arch
+}
+
 // runConfig reads and checks the run config of checkpoint ck at src.
 func runConfig(ck *checkpoint.Checkpoint, src string) (*Config, error) {
 	var run Config

@@ -89,6 +89,7 @@ type algoCache struct {
 	header   algoCacheHeader
 	choices  map[string]algoChoice
 	rejected map[string]string // per key, the stored algorithm the library refused (drop)
+	unlocked bool              // the file's lock could not be had once: later puts do not wait
 }
 
 // algoCachePath is the cache file for header in dir: one per GPU model, library version and
@@ -180,7 +181,11 @@ func (c *algoCache) put(key string, ch algoChoice) algoChoice {
 	// Other processes (the ranks of a job on one machine) merge into the same file: the read,
 	// merge and write run under an exclusive lock on a file beside it, so none loses another's
 	// shapes and the first choice written for a shape is the one every process uses.
-	defer lockFile(c.path + ".lock")()
+	if !c.unlocked {
+		unlock, ok := lockFile(c.path + ".lock")
+		defer unlock()
+		c.unlocked = !ok // a stuck holder costs one wait, not one per shape
+	}
 	merged := readAlgoCache(c.path, c.header)
 	if theirs, ok := merged[key]; ok && theirs.Algo != c.rejected[key] {
 		ch = theirs
@@ -203,17 +208,18 @@ func (c *algoCache) put(key string, ch algoChoice) algoChoice {
 var algoCacheLockWait = 10 * time.Second
 
 // lockFile takes an exclusive lock on the file at path (creating it), waiting up to
-// algoCacheLockWait for other processes to release theirs, and returns its release. Without the
-// lock (a read-only folder, a file system without flock, a holder that is stopped or hung) it
-// returns a no-op: the cache then works as before, racily, rather than stalling the matmuls.
-func lockFile(path string) (unlock func()) {
+// algoCacheLockWait for other processes to release theirs, and returns its release and true.
+// Without the lock (a read-only folder, a file system without flock, a holder that is stopped or
+// hung) it returns a no-op and false: the cache then works as before, racily, rather than
+// stalling the matmuls.
+func lockFile(path string) (unlock func(), ok bool) {
 	if os.MkdirAll(filepath.Dir(path), 0o755) != nil {
-		return func() {}
+		return func() {}, false
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil { // another user's lock file: flock works on a read-only descriptor too
 		if f, err = os.Open(path); err != nil {
-			return func() {}
+			return func() {}, false
 		}
 	}
 	deadline := time.Now().Add(algoCacheLockWait)
@@ -226,12 +232,12 @@ func lockFile(path string) (unlock func()) {
 	}
 	if err != nil {
 		f.Close()
-		return func() {}
+		return func() {}, false
 	}
 	return func() {
 		unix.Flock(int(f.Fd()), unix.LOCK_UN)
 		f.Close()
-	}
+	}, true
 }
 
 // drop forgets key's stored algorithm, which the library no longer accepts, and remembers it

@@ -183,8 +183,22 @@ func TestBERTTrainOnText(t *testing.T) {
 	if err := os.WriteFile(text, []byte(strings.Repeat("the quick brown fox jumps over the lazy dog. ", 200)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := mustRun(t, append(bertArgs(text, filepath.Join(dir, "run"), "--steps", "2", "--eval-every", "0"), "--cache-dir", filepath.Join(dir, "cache"))...)
+	cache := filepath.Join(dir, "cache")
+	run := filepath.Join(dir, "run")
+	out := mustRun(t, append(bertArgs(text, run, "--steps", "2", "--eval-every", "0"), "--cache-dir", cache)...)
 	if !strings.Contains(out, "done: 2 steps") {
 		t.Fatalf("train --arch bert on a text file:\n%s", out)
 	}
+	// Resumed with the same --data but no --arch, and named by its checkpoints folder beside the
+	// same --out, the run continues: the run's own family decides how the text is prepared.
+	t.Chdir(dir) // relative names, as typed
+	out = mustRun(t, "train", "--resume", checkpointsOf("run"), "--out", "run", "--data", "notes.txt", "--cache-dir", cache,
+		"--steps", "3", "--threads", "1", "--tensorboard=false", "--device", "cpu")
+	if !strings.Contains(out, "done: 3 steps") {
+		t.Fatalf("resuming the BERT run with --data:\n%s", out)
+	}
+	mustFail(t, "--init loads GPT-2 weights", bertArgs(text, filepath.Join(dir, "run2"), "--init", filepath.Join(dir, "none.bin"))...)
 }
+
+// checkpointsOf is run's checkpoints folder.
+func checkpointsOf(run string) string { return filepath.Join(run, "checkpoints") }

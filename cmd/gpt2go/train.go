@@ -52,7 +52,7 @@ func (m *modelFlags) register(fs *flag.FlagSet) {
 
 // registerArch adds the model-family flags (train only: bench and profile time GPT-2).
 func (m *modelFlags) registerArch(fs *flag.FlagSet) {
-	fs.StringVar(&m.arch, "arch", "gpt2", "model family: gpt2 (decoder, next-token prediction) or bert (encoder, masked-language modelling; the data needs --bert-specials or a wordpiece vocab)")
+	fs.StringVar(&m.arch, "arch", "gpt2", "model family: gpt2 (decoder, next-token prediction) or bert (encoder, masked-language modelling; a prepared dataset needs --bert-specials or a wordpiece vocab, the default corpus, shakespeare and text files get them)")
 	fs.BoolVar(&m.preLN, "pre-ln", false, "bert: LayerNorm before attention and MLP (GPT-2's order) instead of BERT's post-LN")
 	fs.BoolVar(&m.geluTanh, "gelu-tanh", false, "bert: GELU's tanh approximation instead of BERT's exact erf")
 	fs.IntVar(&m.typeVocab, "type-vocab-size", 2, "bert: token types (segment embeddings; 0 = none)")
@@ -228,16 +228,22 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return err
 	}
 	set := setFlags(fs)
-	resumeDir := ""
+	if mf.archName() == "bert" && mf.init != "" { // before preparing data or downloading weights
+		return fmt.Errorf("--init loads GPT-2 weights; a BERT run starts from its own initialisation")
+	}
+	resumeDir, bertData := "", mf.archName() == "bert"
 	if resume != "" { // before the device starts: a wrong run should not wait for it
 		if resumeDir, err = train.ResumeDir(resume); err != nil {
 			return err
 		}
-		if set["out"] && filepath.Clean(out) != filepath.Clean(resume) && filepath.Clean(out) != filepath.Clean(resumeDir) {
+		if set["out"] && !samePath(out, resume) && !samePath(out, resumeDir) {
 			return fmt.Errorf("--out %s and --resume %s name different runs; give just --resume", out, resume)
 		}
 		if set["force"] {
 			return fmt.Errorf("--force and --resume contradict each other")
+		}
+		if !set["arch"] { // the run's own family decides how --data is prepared
+			bertData = train.SavedArch(resumeDir) == "bert"
 		}
 	}
 	// The backend first: with several ranks it carries the communicator, which orders the
@@ -278,7 +284,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		opts.RunDir, opts.Resume = resumeDir, true
 		if set["data"] { // compare the resolved dataset with the saved one
 			err := df.rank0First(func() error {
-				dir, err := prepare.ResolveFor(dataSpec, cacheDir, stderr, mf.archName() == "bert")
+				dir, err := prepare.ResolveFor(dataSpec, cacheDir, stderr, bertData)
 				cfg.Data = dir
 				return err
 			})
@@ -300,7 +306,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		var dir string
 		var ds *data.Dataset
 		err := df.rank0First(func() (err error) {
-			dir, ds, err = openData(dataSpec, cacheDir, stderr, mf.archName() == "bert")
+			dir, ds, err = openData(dataSpec, cacheDir, stderr, bertData)
 			return err
 		})
 		if err != nil {
@@ -359,6 +365,13 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	fmt.Fprintf(stdout, "next: gpt2go %s   |   gpt2go train --resume %s --steps N\n", use, opts.RunDir)
 	return nil
+}
+
+// samePath reports whether a and b name the same path, relative or absolute.
+func samePath(a, b string) bool {
+	absA, errA := filepath.Abs(a)
+	absB, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && absA == absB
 }
 
 // openData resolves a --data spec (a prepared directory, a shard, a text file, `go` or

@@ -42,6 +42,8 @@ func TestWriteReplacesAndFailureKeepsOld(t *testing.T) {
 // A file in a folder that does not exist yet gets the folder, and mode 0644 less the umask; one
 // under a regular file fails.
 func TestWriteCreatesTheFolder(t *testing.T) {
+	old := syscall.Umask(0o022) // the machine's own may be 077
+	defer syscall.Umask(old)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "new", "sub", "f.bin")
 	if err := WriteBytes(path, []byte("x")); err != nil {
@@ -50,8 +52,6 @@ func TestWriteCreatesTheFolder(t *testing.T) {
 	if b, err := os.ReadFile(path); err != nil || string(b) != "x" {
 		t.Fatalf("read back %q, %v", b, err)
 	}
-	old := syscall.Umask(0o022)
-	defer syscall.Umask(old)
 	mode := func(p string) os.FileMode {
 		st, err := os.Stat(p)
 		if err != nil {
