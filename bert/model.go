@@ -76,9 +76,9 @@ type actBuffers struct {
 	qkv, atty, attLse, attproj, res1, ln1, ln1Mean, ln1Rstd []backend.Buf
 	fch, fchGelu, fcproj, res2, ln2, ln2Mean, ln2Rstd       []backend.Buf
 	lnf, lnfMean, lnfRstd                                   backend.Buf
-	// MLM head on R <= maxRows rows (the M masked positions, or all B*T without targets): gathered (R,C)
-	// holds the masked rows of the encoder's output, headPre the dense layer's output, headAct
-	// its GELU, headLN the LayerNorm, logits (R,Vp) = headLN @ wte^T + outb.
+	// MLM head on R <= maxRows rows (the M masked positions, or all B*T without targets):
+	// gathered (R,C) holds the masked rows of the encoder's output, headPre the dense layer's
+	// output, headAct its GELU, headLN the LayerNorm, logits (R,Vp) = headLN @ wte^T + outb.
 	gathered, headPre, headAct, headLN, headMean, headRstd backend.Buf
 	logits, logitsLse, losses                              backend.Buf
 	// Gradient scratch, reused layer after layer: dx and dres (BT,C), datty (BT,C), dqkv
