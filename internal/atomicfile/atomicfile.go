@@ -24,7 +24,8 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 		return fmt.Errorf("create the folder of %s: %w", path, err)
 	}
 	perm, replacing := fs.FileMode(0o644), false
-	if st, err := os.Lstat(path); err == nil && st.Mode().IsRegular() { // (a symbolic link is replaced as a new file)
+	// Lstat: a symbolic link at path is replaced as a new file would be.
+	if st, err := os.Lstat(path); err == nil && st.Mode().IsRegular() {
 		perm, replacing = st.Mode().Perm(), true
 	}
 	tmp, err := createTemp(dir, "."+filepath.Base(path)+".tmp-", perm)
