@@ -203,6 +203,21 @@ func TestMemoryPlanMatchesAllocations(t *testing.T) {
 	}
 }
 
+// stepGrads zeroes m's gradients, runs b forward with its targets and backward, and returns the
+// loss: the first half of the trainer's step.
+func stepGrads(t *testing.T, m *bert.Model, b bert.Batch) float32 {
+	t.Helper()
+	m.ZeroGrad()
+	loss, err := m.ForwardBatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Backward(1); err != nil {
+		t.Fatal(err)
+	}
+	return loss
+}
+
 // trainSteps runs n steps of the trainer's loop (forward, backward, clipped AdamW) on the
 // fixture's batches and returns the losses and the final parameters.
 func trainSteps(t *testing.T, be backend.Backend, r *reference, n int) ([]float32, []float32) {
@@ -210,14 +225,7 @@ func trainSteps(t *testing.T, be backend.Backend, r *reference, n int) ([]float3
 	opt := gpt.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
 	var losses []float32
 	for i := range n {
-		m.ZeroGrad()
-		loss, err := m.ForwardBatch(r.batch(t, i%10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Backward(1); err != nil {
-			t.Fatal(err)
-		}
+		loss := stepGrads(t, m, r.batch(t, i%10))
 		m.Update(opt, 3e-3, i+1, min(1, 1/(m.GradNorm()+1e-6)))
 		losses = append(losses, loss)
 	}
@@ -260,15 +268,8 @@ func TestNewMasked(t *testing.T) {
 			var losses [2]float32
 			var grads [2][]float32
 			for j, mm := range []*bert.Model{full, m} {
-				mm.ZeroGrad()
-				loss, err := mm.ForwardBatch(r.batch(t, i))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := mm.Backward(1); err != nil {
-					t.Fatal(err)
-				}
-				losses[j], grads[j] = loss, download(be, mm.Grads)
+				losses[j] = stepGrads(t, mm, r.batch(t, i))
+				grads[j] = download(be, mm.Grads)
 				mm.Update(opt, 3e-3, i+1, min(1, 1/(mm.GradNorm()+1e-6)))
 			}
 			if losses[0] != losses[1] || !slices.Equal(grads[0], grads[1]) {
@@ -321,13 +322,7 @@ func TestTrainingStepDoesNotAllocate(t *testing.T) {
 	step := 0
 	trainStep := func() {
 		step++
-		m.ZeroGrad()
-		if _, err := m.ForwardBatch(b); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Backward(1); err != nil {
-			t.Fatal(err)
-		}
+		stepGrads(t, m, b)
 		m.Update(opt, 1e-3, step, min(1, 1/(m.GradNorm()+1e-6)))
 	}
 	trainStep()
@@ -458,13 +453,7 @@ func TestMaskedAccuracyWithoutHostMemory(t *testing.T) {
 		}
 		m := r.newModel(t, be)
 		for step := 1; step <= 10; step++ {
-			m.ZeroGrad()
-			if _, err := m.ForwardBatch(b); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Backward(1); err != nil {
-				t.Fatal(err)
-			}
+			stepGrads(t, m, b)
 			m.Update(opt, 1e-2, step, 1)
 		}
 		if _, err := m.ForwardBatch(b); err != nil {

@@ -263,14 +263,7 @@ func testTenAdamWSteps(t *testing.T, be backend.Backend) {
 			wantLoss, wantNorm := r.floats(t, "train_losses"), r.floats(t, "train_grad_norms")
 			clipped, worstLoss, worstNorm := 0, 0.0, 0.0
 			for i := range wantLoss {
-				m.ZeroGrad()
-				loss, err := m.ForwardBatch(r.batch(t, i))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := m.Backward(1); err != nil {
-					t.Fatal(err)
-				}
+				loss := stepGrads(t, m, r.batch(t, i))
 				norm := m.GradNorm()
 				if !near(float64(loss), float64(wantLoss[i]), 1e-4) {
 					t.Errorf("step %d: loss %.7f, want %.7f", i, loss, wantLoss[i])

@@ -174,14 +174,7 @@ func testMixedPrecision(t *testing.T, be backend.Backend) {
 				wantLoss := r.floats(t, "train_losses")
 				worst = 0
 				for i := range wantLoss {
-					m.ZeroGrad()
-					loss, err := m.ForwardBatch(r.batch(t, i))
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := m.Backward(1); err != nil {
-						t.Fatal(err)
-					}
+					loss := stepGrads(t, m, r.batch(t, i))
 					worst = max(worst, math.Abs(float64(loss-wantLoss[i]))/float64(wantLoss[i]))
 					norm := m.GradNorm()
 					m.Update(opt, lr, i+1, min(1, maxNorm/(norm+1e-6)))
