@@ -221,7 +221,7 @@ func loadRun(path string, isDir, lazy bool) (*checkpoint.Checkpoint, *Config, st
 // runDirFor returns the run directory that the folder path names: path itself, or the run whose
 // checkpoints folder path is. Any other folder gets a one-line error that says what to pass.
 func runDirFor(path string) (string, error) {
-	if present(checkpoint.Dir(path)) || present(filepath.Join(path, runFile)) {
+	if isRunDir(path) {
 		return path, nil // (a run without checkpoints yet: latest says so)
 	}
 	if run, ok := runOfCheckpointsFolder(path); ok {
@@ -237,10 +237,15 @@ func runDirFor(path string) (string, error) {
 // checkpoints ("." inside one counts) that is not itself a run. Symbolic links are kept as given.
 func runOfCheckpointsFolder(path string) (string, bool) {
 	abs, err := filepath.Abs(path)
-	if err != nil || filepath.Base(abs) != "checkpoints" || present(checkpoint.Dir(path)) || present(filepath.Join(path, runFile)) {
+	if err != nil || filepath.Base(abs) != "checkpoints" || isRunDir(path) {
 		return "", false
 	}
 	return filepath.Dir(abs), true
+}
+
+// isRunDir reports whether path holds a run: its checkpoints folder or its run.json.
+func isRunDir(path string) bool {
+	return present(checkpoint.Dir(path)) || present(filepath.Join(path, runFile))
 }
 
 // present reports whether path exists or may exist: an error other than "does not exist"
