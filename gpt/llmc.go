@@ -149,18 +149,18 @@ func WriteLLMCFrom(path string, cfg Config, read ParamsReader) error {
 		if err := binary.Write(w, binary.LittleEndian, hdr[:]); err != nil {
 			return err
 		}
-		next := 0
-		if err := read(func(off int, chunk []float32) error {
-			if off != next || len(chunk) > n-off {
-				return fmt.Errorf("write llm.c model: a chunk of %d values at %d after %d of %d", len(chunk), off, next, n)
+		order := ChunkOrder{What: "parameter", N: n}
+		err := read(func(off int, chunk []float32) error {
+			if err := order.Take(off, len(chunk)); err != nil {
+				return err
 			}
-			next += len(chunk)
 			return safetensors.WriteFloat32s(w, chunk)
-		}); err != nil {
-			return err
+		})
+		if err == nil {
+			err = order.Done()
 		}
-		if next != n {
-			return fmt.Errorf("write llm.c model: the parameters ended after %d of %d values", next, n)
+		if err != nil {
+			return fmt.Errorf("write llm.c model: %w", err)
 		}
 		return nil
 	})

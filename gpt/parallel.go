@@ -150,10 +150,10 @@ func (m *Trainable) SetMoments(m1, m2 []float32) error {
 func (m *Trainable) SetMomentsFrom(read func(m1, m2 func(off int, chunk []float32) error) error) error {
 	n := m.Params.Len()
 	off, _, real := m.Shard()
-	orders := [2]chunkOrder{{what: "moment", n: n}, {what: "moment", n: n}}
+	orders := [2]ChunkOrder{{What: "moment", N: n}, {What: "moment", N: n}}
 	sink := func(k int, dst backend.Buf) func(int, []float32) error {
 		return func(at int, chunk []float32) error {
-			if err := orders[k].take(at, len(chunk)); err != nil {
+			if err := orders[k].Take(at, len(chunk)); err != nil {
 				return err
 			}
 			if lo, hi := max(at, off), min(at+len(chunk), off+real); lo < hi {
@@ -165,8 +165,8 @@ func (m *Trainable) SetMomentsFrom(read func(m1, m2 func(off int, chunk []float3
 	if err := read(sink(0, m.M), sink(1, m.V)); err != nil {
 		return err
 	}
-	if err := orders[0].done(); err != nil {
+	if err := orders[0].Done(); err != nil {
 		return err
 	}
-	return orders[1].done()
+	return orders[1].Done()
 }

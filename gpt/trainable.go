@@ -210,10 +210,10 @@ func (t *Trainable) SetParamsFrom(read ParamsReader) error { return t.setParamsF
 // setParamsFrom is SetParamsFrom that hands the values of omitted tensors to omitted(i, off,
 // part), off being part's offset in specs[i], instead of skipping them (when not nil).
 func (t *Trainable) setParamsFrom(read ParamsReader, omitted func(i, off int, part []float32) error) error {
-	order := chunkOrder{what: "parameter", n: t.numParams}
+	order := ChunkOrder{What: "parameter", N: t.numParams}
 	i, start := 0, 0 // the spec the values reached and where it starts
 	err := read(func(next int, chunk []float32) error {
-		if err := order.take(next, len(chunk)); err != nil {
+		if err := order.Take(next, len(chunk)); err != nil {
 			return err
 		}
 		for len(chunk) > 0 {
@@ -236,7 +236,7 @@ func (t *Trainable) setParamsFrom(read ParamsReader, omitted func(i, off int, pa
 		return nil
 	})
 	if err == nil {
-		err = order.done()
+		err = order.Done()
 	}
 	if err != nil {
 		return err
@@ -249,16 +249,16 @@ func (t *Trainable) setParamsFrom(read ParamsReader, omitted func(i, off int, pa
 // at once (an export, a file reader's eager form).
 func ReadAll(read ParamsReader, n int) ([]float32, error) {
 	out := make([]float32, n)
-	order := chunkOrder{what: "parameter", n: n}
+	order := ChunkOrder{What: "parameter", N: n}
 	err := read(func(off int, chunk []float32) error {
-		if err := order.take(off, len(chunk)); err != nil {
+		if err := order.Take(off, len(chunk)); err != nil {
 			return err
 		}
 		copy(out[off:], chunk)
 		return nil
 	})
 	if err == nil {
-		err = order.done()
+		err = order.Done()
 	}
 	if err != nil {
 		return nil, err
@@ -266,29 +266,31 @@ func ReadAll(read ParamsReader, n int) ([]float32, error) {
 	return out, nil
 }
 
-// chunkOrder checks that a reader's chunks of what ("parameter", "moment") come in order and
-// cover exactly n values.
-type chunkOrder struct {
-	what    string
-	next, n int
+// ChunkOrder checks that a ParamsReader's chunks of What ("parameter", "moment") come in order
+// and cover exactly N values: for every sink that takes a reader's chunks (models, ReadAll, the
+// model-file writers).
+type ChunkOrder struct {
+	What string
+	N    int
+	next int
 }
 
-// take accounts for a chunk of size values at off.
-func (c *chunkOrder) take(off, size int) error {
+// Take accounts for a chunk of size values at off.
+func (c *ChunkOrder) Take(off, size int) error {
 	switch {
 	case off != c.next:
-		return fmt.Errorf("%ss out of order: a chunk at %d after %d values", c.what, off, c.next)
-	case size > c.n-off:
-		return fmt.Errorf("%s count mismatch: have at least %d, model needs %d", c.what, off+size, c.n)
+		return fmt.Errorf("%ss out of order: a chunk at %d after %d values", c.What, off, c.next)
+	case size > c.N-off:
+		return fmt.Errorf("%s count mismatch: have at least %d, model needs %d", c.What, off+size, c.N)
 	}
 	c.next += size
 	return nil
 }
 
-// done says whether all n values came.
-func (c *chunkOrder) done() error {
-	if c.next != c.n {
-		return fmt.Errorf("%s count mismatch: have %d, model needs %d", c.what, c.next, c.n)
+// Done says whether all N values came.
+func (c *ChunkOrder) Done() error {
+	if c.next != c.N {
+		return fmt.Errorf("%s count mismatch: have %d, model needs %d", c.What, c.next, c.N)
 	}
 	return nil
 }

@@ -85,12 +85,12 @@ func writeWeights(path string, cfg gpt.Config, read gpt.ParamsReader) error {
 			return err
 		}
 		var whole, tmp []float32 // a Conv1D weight being gathered, and its transpose
-		i, next := 0, 0          // the tensor being written, the next flat offset expected
+		i := 0                   // the tensor being written
+		order := gpt.ChunkOrder{What: "parameter", N: n}
 		err = read(func(off int, chunk []float32) error {
-			if off != next || len(chunk) > n-off {
-				return fmt.Errorf("export: a chunk of %d values at %d after %d of %d", len(chunk), off, next, n)
+			if err := order.Take(off, len(chunk)); err != nil {
+				return fmt.Errorf("export: %w", err)
 			}
-			next += len(chunk)
 			for len(chunk) > 0 && i < len(ts) {
 				t := ts[i]
 				if off < t.offset { // rows no tensor holds (wte's padding)
@@ -123,8 +123,11 @@ func writeWeights(path string, cfg gpt.Config, read gpt.ParamsReader) error {
 		if err != nil {
 			return err
 		}
-		if next != n || i != len(ts) {
-			return fmt.Errorf("export: the weights ended after %d of %d values (%d of %d tensors written)", next, n, i, len(ts))
+		if err := order.Done(); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		if i != len(ts) { // cannot happen once all n values came: the last tensor ends at n
+			return fmt.Errorf("export: %d of %d tensors written", i, len(ts))
 		}
 		return sw.Close()
 	})
