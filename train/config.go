@@ -127,6 +127,15 @@ func (c Config) Validate() error {
 	if err := c.validatePrecision(); err != nil {
 		return err
 	}
+	for _, f := range []struct {
+		flag string
+		v    float64
+	}{{"lr", c.LR}, {"min-lr", c.MinLR}, {"beta1", c.Beta1}, {"beta2", c.Beta2}, {"eps", c.Eps},
+		{"weight-decay", c.WeightDecay}, {"grad-clip", c.GradClip}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("--%s must be a finite number, got %g", f.flag, f.v)
+		}
+	}
 	switch {
 	case c.BatchSize < 1:
 		return fmt.Errorf("--batch-size must be >= 1, got %d", c.BatchSize)
@@ -138,7 +147,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--grad-accum must be >= 1, got %d", c.GradAccum)
 	case c.Steps < 0:
 		return fmt.Errorf("--steps must be >= 0, got %d", c.Steps)
-	case !(c.LR > 0) || math.IsInf(c.LR, 0):
+	case !(c.LR > 0):
 		return fmt.Errorf("--lr must be a positive number, got %g", c.LR)
 	case c.MinLR < 0 || c.MinLR > c.LR:
 		return fmt.Errorf("--min-lr must be in [0, --lr], got %g", c.MinLR)

@@ -66,7 +66,7 @@ func (c Config) validatePrecision() error {
 	switch {
 	case !(s.Init > 0) || math.IsInf(s.Init, 0):
 		return fmt.Errorf("--loss-scale must be a positive number, got %g", s.Init)
-	case !(s.Growth >= 1):
+	case !(s.Growth >= 1) || math.IsInf(s.Growth, 0):
 		return fmt.Errorf("--loss-scale-growth must be >= 1, got %g", s.Growth)
 	case !(s.Backoff > 0 && s.Backoff < 1):
 		return fmt.Errorf("--loss-scale-backoff must be in (0,1), got %g", s.Backoff)

@@ -306,11 +306,16 @@ func TestLRSchedule(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	base := smallConfig("x")
 	cases := map[string]func(*Config){
-		"seq-len":     func(c *Config) { c.SeqLen = 17 },
-		"batch-size":  func(c *Config) { c.BatchSize = 0 },
-		"lr-schedule": func(c *Config) { c.Schedule = "step" },
-		"n_head":      func(c *Config) { c.Model.NumHeads = 3 },
-		"--lr":        func(c *Config) { c.LR = math.NaN() },
+		"seq-len":                         func(c *Config) { c.SeqLen = 17 },
+		"batch-size":                      func(c *Config) { c.BatchSize = 0 },
+		"lr-schedule":                     func(c *Config) { c.Schedule = "step" },
+		"n_head":                          func(c *Config) { c.Model.NumHeads = 3 },
+		"--lr":                            func(c *Config) { c.LR = math.NaN() },
+		"--weight-decay must be a finite": func(c *Config) { c.WeightDecay = math.NaN() },
+		"--min-lr must be a finite":       func(c *Config) { c.MinLR = math.NaN() },
+		"--beta1 must be a finite":        func(c *Config) { c.Beta1 = math.NaN() },
+		"--grad-clip must be a finite":    func(c *Config) { c.GradClip = math.Inf(1) },
+		"--eps must be a finite":          func(c *Config) { c.Eps = math.Inf(1) },
 	}
 	for want, mutate := range cases {
 		c := base

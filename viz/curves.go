@@ -147,7 +147,7 @@ func Curves(logs []*Log, opt CurvesOptions) (*Figure, error) {
 	if len(opt.Panels) == 0 {
 		opt.Panels = []string{"loss", "lr"}
 	}
-	if opt.Smooth < 0 || opt.Smooth >= 1 {
+	if !(opt.Smooth >= 0 && opt.Smooth < 1) {
 		return nil, fmt.Errorf("smoothing %g is outside [0, 1)", opt.Smooth)
 	}
 	if opt.Width == 0 {

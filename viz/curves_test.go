@@ -185,8 +185,10 @@ func TestCurvesErrors(t *testing.T) {
 	if _, err := Curves(nil, CurvesOptions{}); err == nil {
 		t.Error("no runs: no error")
 	}
-	if _, err := Curves([]*Log{l}, CurvesOptions{Smooth: 1}); err == nil {
-		t.Error("smoothing 1: no error")
+	for _, s := range []float64{1, -0.5, math.NaN()} {
+		if _, err := Curves([]*Log{l}, CurvesOptions{Smooth: s}); err == nil {
+			t.Errorf("smoothing %g: no error", s)
+		}
 	}
 	// A constant quantity and a log axis over values that include 0 still draw.
 	flat, err := ParseLog(strings.NewReader("{\"step\":1,\"lr\":0}\n{\"step\":2,\"lr\":0.001}\n{\"step\":3,\"lr\":0.001}\n"), "flat")

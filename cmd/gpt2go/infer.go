@@ -81,8 +81,8 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
-	if opts.Tokens < 0 || opts.TopK < 0 || opts.Temperature < 0 {
-		return fmt.Errorf("--tokens, --top-k and --temperature must be >= 0")
+	if opts.Tokens < 0 || opts.TopK < 0 || !(opts.Temperature >= 0) || math.IsInf(opts.Temperature, 0) {
+		return fmt.Errorf("--tokens, --top-k and --temperature must be >= 0 (and the temperature finite), got %d, %d and %g", opts.Tokens, opts.TopK, opts.Temperature)
 	}
 	if numSamples < 1 || (opts.NoCache && numSamples > 1) {
 		return fmt.Errorf("--num-samples must be >= 1, and 1 with --no-cache")

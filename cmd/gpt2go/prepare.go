@@ -20,7 +20,7 @@ func runPrepare(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&opts.Vocab, "vocab", "", "wordpiece: BERT vocab.txt, one token per line (recorded whole in meta.json)")
 	fs.BoolVar(&opts.Cased, "cased", false, "wordpiece: keep case and accents (default: lower-case and strip accents, as bert-base-uncased)")
 	fs.BoolVar(&opts.BERTSpecials, "bert-specials", false, "gpt2, byte, char: append [PAD] [CLS] [SEP] [MASK] after the vocabulary (wordpiece has its own)")
-	fs.Float64Var(&opts.ValFraction, "val-fraction", 0.1, "fraction of the input (at the end) held out for validation")
+	fs.Float64Var(&opts.ValFraction, "val-fraction", 0.1, "fraction of the input (at the end) held out for validation (negative: no validation split)")
 	fs.IntVar(&opts.ShardTokens, "shard-tokens", 100_000_000, "tokens per shard file")
 	if err := parse(fs, args, stdout); err != nil {
 		return err

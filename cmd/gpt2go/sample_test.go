@@ -40,4 +40,5 @@ func TestSampleBatchAndCache(t *testing.T) {
 	}
 	mustFail(t, "--num-samples", append(base, "--no-cache", "--num-samples", "2")...)
 	mustFail(t, "--num-samples", append(base, "--num-samples", "0")...)
+	mustFail(t, "temperature finite", append(base, "--temperature", "NaN")...)
 }
