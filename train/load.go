@@ -243,6 +243,39 @@ func runOfCheckpointsFolder(path string) (string, bool) {
 	return filepath.Dir(abs), true
 }
 
+// CheckOutput returns a one-line error when a command's output path (an export, an image, a
+// trace, a prepared dataset) would replace part of a run: the run directory or its checkpoints
+// folder themselves, anything inside the checkpoints folder, or one of the files training
+// writes beside it (run.json, log.jsonl, samples.txt, TensorBoard events). Writing beside them
+// under another name is allowed.
+func CheckOutput(path, flag string) error {
+	clean := filepath.Clean(path)
+	parent := filepath.Dir(clean)
+	base := filepath.Base(clean)
+	fi, err := os.Stat(clean)
+	isDir := err == nil && fi.IsDir() // (isRunDir is true of any file: file/run.json is ENOTDIR)
+	var run string
+	switch {
+	case isDir && isRunDir(clean):
+		run = clean
+	case isCheckpointsFolder(clean):
+		run = filepath.Dir(clean)
+	case isCheckpointsFolder(parent):
+		run = filepath.Dir(parent)
+	case isRunDir(parent) && (base == runFile || base == logFile || base == samplesFile || strings.HasPrefix(base, "events.out.tfevents")):
+		run = parent
+	default:
+		return nil
+	}
+	return fmt.Errorf("%s %s would overwrite part of the training run %s (its folder, checkpoints or logs); choose another path", flag, path, run)
+}
+
+// isCheckpointsFolder reports whether path is the checkpoints folder of a run.
+func isCheckpointsFolder(path string) bool {
+	abs, err := filepath.Abs(path)
+	return err == nil && filepath.Base(abs) == "checkpoints" && present(filepath.Join(filepath.Dir(abs), runFile))
+}
+
 // isRunDir reports whether path holds a run: its checkpoints folder or its run.json.
 func isRunDir(path string) bool {
 	return present(checkpoint.Dir(path)) || present(filepath.Join(path, runFile))

@@ -55,6 +55,9 @@ func runAttn(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if text == "" {
 		return fmt.Errorf("no text: pass --text \"some text the model should read\"")
 	}
+	if err := train.CheckOutput(out, "--out"); err != nil {
+		return err
+	}
 	if maxTokens < 1 || maxTokens > 256 {
 		return fmt.Errorf("--max-tokens must be in 1..256 (labels get unreadable beyond ~48), got %d", maxTokens)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -33,6 +34,17 @@ func TestHFExportAndInit(t *testing.T) {
 	out := mustRun(t, "export", "--ckpt", runDir, "--format", "hf", "--out", export)
 	if !strings.Contains(out, "config.json, model.safetensors, vocab.json, merges.txt, tokenizer_config.json") {
 		t.Errorf("export output %q; want the byte tokenizer's files listed", out)
+	}
+	// An export never lands on the run's own files: the checkpoint it reads stays as it was.
+	ckpt := filepath.Join(runDir, "checkpoints", "step_00000003.safetensors")
+	before, err := os.ReadFile(ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustFail(t, "would overwrite part of the training run", "export", "--ckpt", runDir, "--out", ckpt)
+	mustFail(t, "would overwrite part of the training run", "export", "--ckpt", runDir, "--format", "hf", "--out", runDir)
+	if after, err := os.ReadFile(ckpt); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("the checkpoint changed (%v)", err)
 	}
 	umask := syscall.Umask(0)
 	syscall.Umask(umask)

@@ -263,6 +263,9 @@ func runExport(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if format != "llmc" && format != "hf" {
 		return fmt.Errorf("unknown --format %q; supported: llmc, hf", format)
 	}
+	if err := train.CheckOutput(out, "--out"); err != nil {
+		return err
+	}
 	loaded, err := lf.open() // the weights go from their file to the export a piece at a time
 	if err != nil {
 		return err

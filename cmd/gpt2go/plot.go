@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gpt2go/gpt2go/train"
 	"github.com/gpt2go/gpt2go/viz"
 )
 
@@ -40,6 +41,9 @@ func runPlot(_ context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	if len(runs) == 0 {
 		return fmt.Errorf("no runs: pass one or more RUNDIRs (or log.jsonl files), e.g. gpt2go plot runs/shk --out shk.png")
+	}
+	if err := train.CheckOutput(out, "--out"); err != nil {
+		return err
 	}
 	names := runNames(runs)
 	logs := make([]*viz.Log, len(runs))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpt2go/gpt2go/prepare"
 	"github.com/gpt2go/gpt2go/tokenizer"
+	"github.com/gpt2go/gpt2go/train"
 )
 
 func runPrepare(_ context.Context, args []string, stdout, stderr io.Writer) error {
@@ -30,6 +31,9 @@ func runPrepare(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if opts.Out == "" {
 		return fmt.Errorf("no output: pass --out DIR")
+	}
+	if err := train.CheckOutput(opts.Out, "--out"); err != nil {
+		return err
 	}
 	opts.Inputs = inputs
 	if _, err := prepare.Run(opts); err != nil {

@@ -47,6 +47,14 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	set := setFlags(fs)
+	for flag, path := range map[string]string{"--trace": tracePath, "--json": jsonPath} {
+		if path == "" {
+			continue
+		}
+		if err := train.CheckOutput(path, flag); err != nil {
+			return err
+		}
+	}
 
 	opts := train.ProfileOptions{Warmup: warmup, Steps: cfg.Steps, ByShape: byShape, Progress: stderr,
 		Profile: profile.Options{NoSync: noSync}}

@@ -10,6 +10,7 @@ import (
 	"github.com/gpt2go/gpt2go/backend/cpu"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/report"
+	"github.com/gpt2go/gpt2go/train"
 )
 
 // runReport writes RUNDIR/report.html (or --out): one self-contained page about a run.
@@ -30,6 +31,9 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	if *out == "" {
 		*out = filepath.Join(runDir, "report.html")
+	}
+	if err := train.CheckOutput(*out, "--out"); err != nil {
+		return err
 	}
 	opts := report.Options{RunDir: runDir, Version: version, AttentionText: *text}
 	// Attention maps of the first and last checkpoints, all heads of one layer, computed on the
