@@ -33,7 +33,7 @@ func NewMasker(specials tokenizer.Specials, vocabSize int, seed uint64) (*Masker
 	if specials.CLS < 0 || specials.SEP < 0 || specials.MASK < 0 {
 		return nil, fmt.Errorf("masked-language modelling needs [CLS], [SEP] and [MASK] in the vocabulary; prepare the data with --bert-specials or a WordPiece vocab.txt")
 	}
-	mk := &Masker{Specials: specials, VocabSize: vocabSize, Rate: 0.15, Seed: seed, special: make([]bool, vocabSize)}
+	mk := &Masker{Specials: specials, VocabSize: vocabSize, Rate: MaskRate, Seed: seed, special: make([]bool, vocabSize)}
 	for _, id := range []int{specials.PAD, specials.UNK, specials.CLS, specials.SEP, specials.MASK} {
 		if id >= vocabSize {
 			return nil, fmt.Errorf("special token id %d is outside the vocabulary [0,%d)", id, vocabSize)
@@ -107,8 +107,14 @@ func (mk *Masker) Mask(inputs, targets, tokens []int32, B, T, step, micro int) e
 // MaxMasked is the most positions Mask chooses in B windows of T tokens (it chooses
 // max(1, round(Rate*n)) of a window's n <= T non-special positions; the trainer's windows have
 // T-2, so this may allow a row more than they use): NewMasked's maxMasked, with Rate as it is now.
-func (mk *Masker) MaxMasked(B, T int) int {
-	return B * max(1, int(math.Round(mk.Rate*float64(T))))
+func (mk *Masker) MaxMasked(B, T int) int { return MaxMaskedAt(mk.Rate, B, T) }
+
+// MaskRate is BERT's share of chosen positions, a new Masker's Rate.
+const MaskRate = 0.15
+
+// MaxMaskedAt is MaxMasked for a Masker with the given Rate.
+func MaxMaskedAt(rate float64, B, T int) int {
+	return B * max(1, int(math.Round(rate*float64(T))))
 }
 
 // randomToken draws a token uniformly from the non-special part of the vocabulary.

@@ -290,6 +290,19 @@ if [ -n "$GPT2GO_SHAKESPEARE" ]; then
     fi
   done
 fi
+# BERT-base's training step at B=32 T=512 (random tokens, its MLM head on the masked 15%), by
+# bench --arch bert: the encoder's speed on the GPU in fp32 and bf16.
+for prec in fp32 bf16; do
+  log=$work/bench-bert-base-$prec.log
+  if "$bin/gpt2go" bench --device cuda --arch bert --model bert-base --block-size 512 --batch-size 32 --seq-len 512 \
+       --precision $prec --warmup-steps 2 --steps 5 --json > "$log" 2>&1; then
+    ms=$(grep -o '"ms_per_step": *[0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')
+    tok=$(grep -o '"tok_per_s": *[0-9.]*' "$log" | tail -1 | grep -o '[0-9.]*$')
+    row "bert-base B32 T512 $prec" "ok" "$(printf '%.1f ms/step, %.0f tok/s' "${ms:-0}" "${tok:-0}")"
+  else
+    row "bert-base B32 T512 $prec" "FAIL" "$(tail -1 "$log" | cut -c1-150)"
+  fi
+done
 
 # 5. Data parallel through NCCL: torchrun starts one rank on the GPU, which goes through the whole
 # communicator path (DDP, then ZeRO-1); its losses must equal a plain run's bit for bit (the grad

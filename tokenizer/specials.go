@@ -33,6 +33,12 @@ var NoSpecials = Specials{PAD: -1, UNK: -1, CLS: -1, SEP: -1, MASK: -1}
 // Any reports whether at least one special token exists.
 func (s Specials) Any() bool { return s != NoSpecials }
 
+// Is reports whether id is one of the special tokens.
+func (s Specials) Is(id int) bool {
+	_, ok := s.text(id)
+	return ok
+}
+
 // text returns how Decode renders id, if it is one of the specials.
 func (s Specials) text(id int) (string, bool) {
 	if id < 0 {

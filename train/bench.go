@@ -36,6 +36,7 @@ func meanInOrder(x []float32) float64 {
 
 // BenchResult is the timing of full training steps (forward, backward, AdamW) on random tokens.
 type BenchResult struct {
+	Arch    string     `json:"arch,omitempty"` // "" for GPT-2, "bert"
 	Model   gpt.Config `json:"model"`
 	Backend string     `json:"backend"`
 	// Precision is the storage plan (gpt.Precision's name; the caller may say tf32).
@@ -222,18 +223,7 @@ func BenchGraphs(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, w
 		}
 		ended(warmup + steps - 1)
 	}
-	total := lastEnd.Sub(timedFrom)
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	sec := total.Seconds() / float64(steps)
-	res := &BenchResult{
-		Model: cfg, Backend: be.Name(), Precision: prec.String(), BatchSize: B, SeqLen: T, Steps: steps, StepMs: stepMs,
-		MsPerStep: sec * 1000, MinMs: best.Seconds() * 1000,
-		TokPerSec:  float64(B*T) / sec,
-		GFlops:     cfg.FlopsPerToken(T) * float64(B*T) / sec / 1e9,
-		PeakHeapMB: float64(ms.HeapSys) / (1 << 20),
-		PeakRSSMB:  float64(PeakRSS()) / (1 << 20),
-	}
+	res := newBenchResult(cfg, be, prec, B, T, stepMs, lastEnd.Sub(timedFrom), best, cfg.FlopsPerToken(T))
 	if cc, ok := be.(backend.CallCounter); ok {
 		res.Calls = stepCallsOf(cc.HostCalls().Sub(calls0), steps)
 	}
@@ -241,14 +231,82 @@ func BenchGraphs(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, w
 		graphsNote = fmt.Sprintf("on: %d graphs recorded and replayed", graphs.recorded())
 	}
 	res.Graphs = graphsNote
-	// Measured after the steps so that the timed steps start from the same state with or without a
-	// Peaker; the backend caches the figure, so a second Bench does not pay for it again.
+	res.measurePeak(be)
+	return res, nil
+}
+
+// newBenchResult is the result of timed steps of B x T tokens, which took total and the fastest
+// best, each stepMs, for a model of flopsPerToken training FLOPs per token.
+func newBenchResult(cfg gpt.Config, be backend.Backend, prec gpt.Precision, B, T int, stepMs []float64, total, best time.Duration, flopsPerToken float64) *BenchResult {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	sec := total.Seconds() / float64(len(stepMs))
+	return &BenchResult{
+		Model: cfg, Backend: be.Name(), Precision: prec.String(), BatchSize: B, SeqLen: T, Steps: len(stepMs), StepMs: stepMs,
+		MsPerStep: sec * 1000, MinMs: best.Seconds() * 1000,
+		TokPerSec:  float64(B*T) / sec,
+		GFlops:     flopsPerToken * float64(B*T) / sec / 1e9,
+		PeakHeapMB: float64(ms.HeapSys) / (1 << 20),
+		PeakRSSMB:  float64(PeakRSS()) / (1 << 20),
+	}
+}
+
+// measurePeak sets the backend's measured sgemm peak and the share of it the steps reached. It
+// runs after the steps so that they start from the same state with or without a Peaker; the
+// backend caches the figure, so a second bench does not pay for it again.
+func (r *BenchResult) measurePeak(be backend.Backend) {
 	if p, ok := be.(backend.Peaker); ok {
 		if peak := p.PeakFLOPS(); peak > 0 {
-			res.PeakGFlops = peak / 1e9
-			res.PctOfPeak = 100 * res.GFlops / res.PeakGFlops
+			r.PeakGFlops = peak / 1e9
+			r.PctOfPeak = 100 * r.GFlops / r.PeakGFlops
 		}
 	}
+}
+
+// BenchRun times training steps of run's model at its batch shape and precision on random
+// tokens: a GPT-2 as BenchGraphs does (graphs off when noGraphs), a BERT encoder with each step
+// framed, masked and run as its training runs one (taskStep), waited for before the next; a
+// BERT records no graphs. Only the model, batch shape, precision, tokenizer (a BERT's special
+// tokens) and seed of run matter, and the optimizer's settings.
+func BenchRun(be backend.Backend, run Config, warmup, steps int, noGraphs bool) (*BenchResult, error) {
+	if !run.IsBERT() {
+		return BenchGraphs(be, run.Model, run.ModelPrecision(), run.BatchSize, run.SeqLen, warmup, steps, noGraphs)
+	}
+	if steps < 1 || warmup < 0 {
+		return nil, fmt.Errorf("bench needs --steps >= 1 and --warmup-steps >= 0")
+	}
+	if err := run.Validate(); err != nil {
+		return nil, err
+	}
+	tk, err := newTaskOn(be, run, gpt.Parallel{SeparateAccum: run.GradAccum > 1})
+	if err != nil {
+		return nil, err
+	}
+	tk.init(run.Seed)
+	src := newRandomBatches(run.Model.VocabSize, run.specials(), run.Seed)
+	var best time.Duration
+	var timedFrom time.Time
+	stepMs := make([]float64, 0, steps)
+	for i := range warmup + steps {
+		start := time.Now()
+		if i == warmup {
+			timedFrom = start
+		}
+		if _, _, err := taskStep(tk, be, run, src, i+1); err != nil {
+			return nil, err
+		}
+		if i >= warmup {
+			d := time.Since(start)
+			stepMs = append(stepMs, d.Seconds()*1000)
+			if best == 0 || d < best {
+				best = d
+			}
+		}
+	}
+	B, T := run.BatchSize*run.GradAccum, run.SeqLen
+	res := newBenchResult(run.Model, be, run.ModelPrecision(), B, T, stepMs, time.Since(timedFrom), best, tk.flopsPerToken(T))
+	res.Arch, res.BatchSize = run.Arch, run.BatchSize
+	res.measurePeak(be)
 	return res, nil
 }
 

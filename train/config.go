@@ -263,9 +263,18 @@ func ApplyOverrides(saved, given Config, set map[string]bool) (Config, error) {
 		}
 	}
 	if len(unsafe) > 0 {
-		return saved, fmt.Errorf("cannot change %s when resuming; start a new run with --out or --force", strings.Join(unsafe, ", "))
+		return saved, &OverrideError{Flags: unsafe}
 	}
 	return out, out.Validate()
+}
+
+// OverrideError is ApplyOverrides' refusal of flags that would change what a saved run means.
+type OverrideError struct {
+	Flags []string // each "--name (saved S, given G)"
+}
+
+func (e *OverrideError) Error() string {
+	return fmt.Sprintf("cannot change %s when resuming; start a new run with --out or --force", strings.Join(e.Flags, ", "))
 }
 
 type field struct {
@@ -314,7 +323,12 @@ func fieldsByFlag(c *Config) map[string]field {
 	for _, name := range []string{"model", "pad-vocab"} {
 		add(name, func() any { return c.Model }, func(v any) { c.Model = v.(gpt.Config) })
 	}
-	add("arch", func() any { return c.Arch }, func(v any) { c.Arch = v.(string) })
+	add("arch", func() any { // "" is gpt2, as --arch's default reads
+		if c.Arch == "" {
+			return "gpt2"
+		}
+		return c.Arch
+	}, func(v any) { c.Arch = v.(string) })
 	enc := func() EncoderOptions {
 		if c.Encoder == nil {
 			return EncoderOptions{}

@@ -16,12 +16,12 @@ import (
 // adds what the affected ops took (profileHints).
 
 // LargestBatch is the largest micro-batch B (a power of two, up to maxB) whose memory plan for
-// cfg at sequence length T in precision prec fits budget with its reserve, or 0 when not even
-// B=1 fits.
-func LargestBatch(cfg gpt.Config, T int, prec gpt.Precision, budget backend.MemoryBudget, maxB int) int {
+// the model of run at its sequence length in precision prec fits budget with its reserve, or 0
+// when not even B=1 fits.
+func LargestBatch(run Config, prec gpt.Precision, budget backend.MemoryBudget, maxB int) int {
 	best := 0
 	for B := 1; B <= maxB; B *= 2 {
-		if gpt.PlanBytes(cfg.PrecisionMemoryPlan(B, T, prec))+budget.Reserve > budget.Free {
+		if gpt.PlanBytes(run.memoryPlan(B, prec))+budget.Reserve > budget.Free {
 			break
 		}
 		best = B
@@ -34,13 +34,13 @@ func LargestBatch(cfg gpt.Config, T int, prec gpt.Precision, budget backend.Memo
 // one wave; llm.c and build-nanogpt train at 16K-64K).
 const gpuMinTokens = 8192
 
-// Pitfalls lists the hints for a bench of cfg at micro-batch B, sequence length T: the
-// vocabulary or width not a multiple of 64, and (given the budget the plan was checked against,
-// before the model's allocation: budget.Free 0 means unknown) a GPU micro-batch that leaves its
-// memory unused or is too small to fill it. largest is LargestBatch's answer
+// Pitfalls lists the hints for a bench of run's model at its micro-batch and sequence length:
+// the vocabulary or width not a multiple of 64, and (given the budget the plan was checked
+// against, before the model's allocation: budget.Free 0 means unknown) a GPU micro-batch that
+// leaves its memory unused or is too small to fill it. largest is LargestBatch's answer
 // (0 when the budget is unknown).
-func Pitfalls(cfg gpt.Config, B, T int, prec gpt.Precision, budget backend.MemoryBudget, gpu bool) (hints []string, largest int) {
-	found, largest := findPitfalls(cfg, B, T, prec, budget, gpu)
+func Pitfalls(run Config, prec gpt.Precision, budget backend.MemoryBudget, gpu bool) (hints []string, largest int) {
+	found, largest := findPitfalls(run, prec, budget, gpu)
 	for _, p := range found {
 		hints = append(hints, p.text)
 	}
@@ -62,7 +62,8 @@ const (
 	smallBatch                     // the micro-batch is too small to fill the GPU
 )
 
-func findPitfalls(cfg gpt.Config, B, T int, prec gpt.Precision, budget backend.MemoryBudget, gpu bool) (found []pitfall, largest int) {
+func findPitfalls(run Config, prec gpt.Precision, budget backend.MemoryBudget, gpu bool) (found []pitfall, largest int) {
+	cfg, B, T := run.Model, run.BatchSize, run.SeqLen
 	add := func(kind pitfallKind, format string, args ...any) {
 		found = append(found, pitfall{kind, fmt.Sprintf(format, args...)})
 	}
@@ -74,8 +75,8 @@ func findPitfalls(cfg gpt.Config, B, T int, prec gpt.Precision, budget backend.M
 		add(raggedWidth, "--n-embd %d is not a multiple of 64: every matmul runs on ragged tiles", cfg.Channels)
 	}
 	if budget.Free > 0 {
-		largest = LargestBatch(cfg, T, prec, budget, 1024)
-		used := gpt.PlanBytes(cfg.PrecisionMemoryPlan(B, T, prec))
+		largest = LargestBatch(run, prec, budget, 1024)
+		used := gpt.PlanBytes(run.memoryPlan(B, prec))
 		if gpu && largest > B { // a CPU's throughput does not grow with the batch
 			add(memoryLeft, "--batch-size %d plans %s of the %s free %s; the largest micro-batch that fits is --batch-size %d (with --grad-accum to keep the tokens per step)",
 				B, backend.FormatBytes(used), backend.FormatBytes(budget.Free), budget.Place, largest)
@@ -93,9 +94,10 @@ func findPitfalls(cfg gpt.Config, B, T int, prec gpt.Precision, budget backend.M
 // host<->device copies when they take over 5% of the recorded time, and, on a backend that
 // counts its calls, more than 50 kernel launches per step, which `train` and `bench` replay as
 // graphs but a profile, timing each op, cannot.
-func profileHints(cfg gpt.Config, B, T int, prec gpt.Precision, budget backend.MemoryBudget, gpu bool,
+func profileHints(run Config, prec gpt.Precision, budget backend.MemoryBudget, gpu bool,
 	byShape *profile.Report, steps int, calls *StepCalls) []string {
-	found, _ := findPitfalls(cfg, B, T, prec, budget, gpu)
+	cfg := run.Model
+	found, _ := findPitfalls(run, prec, budget, gpu)
 	share := func(match func(r profile.Row) bool) (ms, pct float64, n int) {
 		for _, r := range byShape.Rows {
 			if r.Kind == "op" && match(r) {

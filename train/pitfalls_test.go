@@ -22,13 +22,14 @@ func TestPitfalls(t *testing.T) {
 	const T = 1024
 	plan := func(B int) int64 { return gpt.PlanBytes(cfg.PrecisionMemoryPlan(B, T, prec)) }
 	budget := backend.MemoryBudget{Place: "on the GPU", Free: plan(8) + plan(8)/3, Total: 80 << 30, Reserve: 256 << 20}
-	if got := LargestBatch(cfg, T, prec, budget, 1024); got != 8 {
+	run := func(B, T int) Config { return Config{Model: cfg, BatchSize: B, SeqLen: T} }
+	if got := LargestBatch(run(1, T), prec, budget, 1024); got != 8 {
 		t.Errorf("LargestBatch = %d, want 8 (B=8 plans %d, B=16 %d, free %d)", got, plan(8), plan(16), budget.Free)
 	}
-	if got := LargestBatch(cfg, T, prec, backend.MemoryBudget{Free: plan(1) - 1}, 1024); got != 0 {
+	if got := LargestBatch(run(1, T), prec, backend.MemoryBudget{Free: plan(1) - 1}, 1024); got != 0 {
 		t.Errorf("LargestBatch with too little memory = %d, want 0", got)
 	}
-	hints, largest := Pitfalls(cfg, 2, T, prec, budget, true)
+	hints, largest := Pitfalls(run(2, T), prec, budget, true)
 	text := strings.Join(hints, "\n")
 	for _, want := range []string{"50257", "--pad-vocab 64", "50304", "--batch-size 8", "2048 tokens"} {
 		if !strings.Contains(text, want) {
@@ -39,13 +40,13 @@ func TestPitfalls(t *testing.T) {
 		t.Errorf("largest = %d, want 8", largest)
 	}
 	cfg.PaddedVocabSize = 50304
-	if hints, _ := Pitfalls(cfg, 8, T, prec, backend.MemoryBudget{Free: budget.Free, Reserve: budget.Reserve}, true); len(hints) != 0 {
+	if hints, _ := Pitfalls(run(8, T), prec, backend.MemoryBudget{Free: budget.Free, Reserve: budget.Reserve}, true); len(hints) != 0 {
 		t.Errorf("a padded model at its largest batch got hints: %v", hints)
 	}
-	if hints, largest := Pitfalls(cfg, 1, 64, prec, backend.MemoryBudget{}, false); len(hints) != 0 || largest != 0 {
+	if hints, largest := Pitfalls(run(1, 64), prec, backend.MemoryBudget{}, false); len(hints) != 0 || largest != 0 {
 		t.Errorf("unknown budget on the CPU: hints %v, largest %d", hints, largest)
 	}
-	if hints, largest := Pitfalls(cfg, 1, T, prec, budget, false); len(hints) != 0 || largest != 8 {
+	if hints, largest := Pitfalls(run(1, T), prec, budget, false); len(hints) != 0 || largest != 8 {
 		t.Errorf("the CPU with room for B=8: hints %v (want none: its speed does not grow with B), largest %d", hints, largest)
 	}
 }
@@ -85,7 +86,7 @@ func TestProfileHints(t *testing.T) {
 		{Name: "UploadInt32", Kind: "op", Shape: "N=256", Calls: 4, SelfMs: 0.8, SelfPct: 4},
 	}}
 	calls := &StepCalls{Launches: 300, LaunchMs: 1.5}
-	hints := profileHints(cfg, 4, 64, gpt.Precision{}, backend.MemoryBudget{}, false, table, 2, calls)
+	hints := profileHints(Config{Model: cfg, BatchSize: 4, SeqLen: 64}, gpt.Precision{}, backend.MemoryBudget{}, false, table, 2, calls)
 	text := strings.Join(hints, "\n")
 	for _, want := range []string{
 		"the LM head's matmuls took 2.20 ms per step, 22% of the recorded time",
@@ -102,7 +103,7 @@ func TestProfileHints(t *testing.T) {
 	}
 	cfg.PaddedVocabSize, cfg.Channels = 1024, 128
 	table.Rows = table.Rows[:5] // copies 2%
-	if hints := profileHints(cfg, 4, 64, gpt.Precision{}, backend.MemoryBudget{}, false, table, 2, &StepCalls{Launches: 40}); len(hints) != 0 {
+	if hints := profileHints(Config{Model: cfg, BatchSize: 4, SeqLen: 64}, gpt.Precision{}, backend.MemoryBudget{}, false, table, 2, &StepCalls{Launches: 40}); len(hints) != 0 {
 		t.Errorf("a padded model with few copies and launches got hints: %v", hints)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gpt2go/gpt2go/data"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/internal/progress"
+	"github.com/gpt2go/gpt2go/tokenizer"
 )
 
 // ProfileFile is where `gpt2go profile --run RUNDIR` writes its result (a ProfileResult as JSON).
@@ -24,8 +25,10 @@ type ProfileOptions struct {
 	// dataset's train shards as in training. Steps only shapes the learning-rate schedule.
 	Config Config
 	// Params reads the starting weights (ParamSpecs order) into the model, a chunk at a time
-	// (Loaded.ReadParams, or gpt.HostParams for weights in memory); nil means GPT-2's
-	// initialisation.
+	// (Loaded.ReadParams, or gpt.HostParams for weights in memory); nil means the model
+	// family's initialisation from Seed.
+	// Config.Arch picks the family: a BERT steps as its training does, masking 15% of the
+	// positions of each row, and Config.Tokenizer must name its special tokens.
 	Params gpt.ParamsReader
 	// Warmup steps run first and are not recorded; Steps are profiled.
 	Warmup, Steps int
@@ -41,7 +44,8 @@ type ProfileOptions struct {
 
 // ProfileResult is the outcome of Profile; as JSON it is the file the run report reads.
 type ProfileResult struct {
-	Version     int        `json:"version"` // 1
+	Version     int        `json:"version"`        // 1
+	Arch        string     `json:"arch,omitempty"` // "" for GPT-2, "bert"
 	Model       gpt.Config `json:"model"`
 	BatchSize   int        `json:"batch_size"`
 	SeqLen      int        `json:"seq_len"`
@@ -53,6 +57,8 @@ type ProfileResult struct {
 	StepMs      float64    `json:"step_ms"` // mean wall time of a profiled step
 	TokPerSec   float64    `json:"tok_per_s"`
 	Losses      []float64  `json:"losses"` // every step's mean loss, warm-up included
+	// Accuracies are a BERT's masked-token accuracy of every step, warm-up included.
+	Accuracies []float64 `json:"accuracies,omitempty"`
 	// The table (backend, sync_each_op, wall_ms, rows) is inlined in the JSON, so the file also
 	// reads as a plain profile.Report.
 	*profile.Report
@@ -74,7 +80,7 @@ func Profile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*Pro
 	return res, err
 }
 
-func runProfile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*ProfileResult, *gpt.Model, error) {
+func runProfile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*ProfileResult, task, error) {
 	cfg := opts.Config
 	if opts.Steps < 1 || opts.Warmup < 0 {
 		return nil, nil, fmt.Errorf("profile needs --steps >= 1 and --warmup-steps >= 0 (got %d and %d)", opts.Steps, opts.Warmup)
@@ -85,25 +91,25 @@ func runProfile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*
 	B, T := cfg.BatchSize, cfg.SeqLen
 	budget := backend.BudgetOf(be) // before the model allocates, for the micro-batch that would fit
 	prof := profile.WrapOptions(be, opts.Profile)
-	model, err := gpt.NewWithPrecision(prof, cfg.Model, B, T, cfg.ModelPrecision())
+	tk, err := newTaskOn(prof, cfg, gpt.Parallel{SeparateAccum: cfg.GradAccum > 1}) // the trainer's layout in one process
 	if err != nil {
 		return nil, nil, err
 	}
 	if opts.Params != nil {
-		if err := model.SetParamsFrom(opts.Params); err != nil {
+		if err := tk.weights().SetParamsFrom(opts.Params); err != nil {
 			return nil, nil, err
 		}
 	} else {
-		model.InitGPT2(cfg.Seed)
+		tk.init(cfg.Seed)
 	}
-	next, closeData, err := batchSource(cfg)
+	src, closeData, err := batchSource(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer closeData()
 
 	res := &ProfileResult{
-		Version: 1, Model: cfg.Model, BatchSize: B, SeqLen: T, GradAccum: cfg.GradAccum, Data: cfg.Data,
+		Version: 1, Arch: cfg.Arch, Model: cfg.Model, BatchSize: B, SeqLen: T, GradAccum: cfg.GradAccum, Data: cfg.Data,
 		Precision:   cfg.PrecisionName(),
 		WarmupSteps: opts.Warmup, Steps: opts.Steps,
 	}
@@ -111,7 +117,6 @@ func runProfile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*
 	if pk, ok := be.(backend.Peaker); ok {
 		peak = pk.PeakFLOPS() / 1e9
 	}
-	inputs, targets := make([]int32, B*T), make([]int32, B*T)
 	bar := progress.New(opts.Progress, int64(opts.Warmup+opts.Steps), "profile", "steps")
 	defer bar.Finish()
 	var profiled time.Duration
@@ -129,7 +134,7 @@ func runProfile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*
 		}
 		start := time.Now()
 		prof.Begin("step")
-		loss, err := trainStep(model, cfg, next, inputs, targets, i+1)
+		loss, acc, err := taskStep(tk, prof, cfg, src, i+1)
 		prof.End()
 		if err != nil {
 			return nil, nil, err
@@ -138,6 +143,9 @@ func runProfile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*
 			profiled += time.Since(start)
 		}
 		res.Losses = append(res.Losses, loss)
+		if cfg.IsBERT() {
+			res.Accuracies = append(res.Accuracies, acc)
+		}
 		bar.Add(1)
 	}
 	if err := prof.Err(); err != nil {
@@ -151,59 +159,85 @@ func runProfile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*
 	if counter != nil {
 		res.Calls = stepCallsOf(counter.HostCalls().Sub(calls0), opts.Steps)
 	}
-	res.Hints = profileHints(cfg.Model, B, T, cfg.ModelPrecision(), budget, opts.GPU, prof.Report(true), opts.Steps, res.Calls)
+	res.Hints = profileHints(cfg, cfg.ModelPrecision(), budget, opts.GPU, prof.Report(true), opts.Steps, res.Calls)
 	res.Trace = prof.Trace(map[string]any{
-		"model": cfg.Model, "batch_size": B, "seq_len": T, "grad_accum": cfg.GradAccum,
+		"arch": cfg.Arch, "model": cfg.Model, "batch_size": B, "seq_len": T, "grad_accum": cfg.GradAccum,
 		"warmup_steps": opts.Warmup, "steps": opts.Steps,
 	})
-	return res, model, nil
+	return res, tk, nil
 }
 
-// batchSource returns a function that fills one (B,T) batch: from the dataset's train shards
-// when cfg.Data is set, else random tokens drawn from cfg.Seed.
-func batchSource(cfg Config) (next func(inputs, targets []int32) error, closeFn func(), err error) {
+// batchSource returns where a profile's micro-batches come from: the dataset's train shards
+// when cfg.Data is set (windows of the run's row length, as in training), else random tokens
+// drawn from cfg.Seed.
+func batchSource(cfg Config) (src batchReader, closeFn func(), err error) {
 	if cfg.Data == "" {
-		rng := rand.New(rand.NewPCG(cfg.Seed, 2))
-		return func(inputs, targets []int32) error {
-			for i := range inputs {
-				inputs[i], targets[i] = int32(rng.IntN(cfg.Model.VocabSize)), int32(rng.IntN(cfg.Model.VocabSize))
-			}
-			return nil
-		}, func() {}, nil
+		return newRandomBatches(cfg.Model.VocabSize, cfg.specials(), cfg.Seed), func() {}, nil
 	}
 	ds, err := data.Open(cfg.Data)
 	if err != nil {
 		return nil, nil, err
 	}
-	loader, err := data.NewLoader(ds.TrainShards, cfg.BatchSize, cfg.SeqLen, cfg.Model.VocabSize, cfg.Shuffle, cfg.Seed)
+	loader, err := data.NewLoader(ds.TrainShards, cfg.BatchSize, cfg.rowLen(), cfg.Model.VocabSize, cfg.Shuffle, cfg.Seed)
 	if err != nil {
 		return nil, nil, err
 	}
-	return loader.Next, func() { loader.Close() }, nil
+	return loader, func() { loader.Close() }, nil
 }
 
-// trainStep runs optimizer step number step (1-based) as the trainer does: zero the gradients,
-// GradAccum micro-batches of forward and backward, the gradient statistics (norm and clipping)
-// and one AdamW at the schedule's learning rate on the backend, then a sync. It returns the mean loss over the micro-batches.
-func trainStep(m *gpt.Model, cfg Config, next func(inputs, targets []int32) error, inputs, targets []int32, step int) (float64, error) {
-	m.ZeroGrad()
-	var loss float64
-	for range cfg.GradAccum {
-		if err := next(inputs, targets); err != nil {
-			return 0, err
+// randomBatches is a batchReader of uniformly random tokens that are not special (BERT's
+// framing and masking put those in), and random targets.
+type randomBatches struct {
+	rng    *rand.Rand
+	tokens []int32 // the ids to draw from
+}
+
+func newRandomBatches(vocab int, specials tokenizer.Specials, seed uint64) *randomBatches {
+	r := &randomBatches{rng: rand.New(rand.NewPCG(seed, 2))}
+	for id := range vocab {
+		if !specials.Is(id) {
+			r.tokens = append(r.tokens, int32(id))
 		}
-		scale := 1 / float32(cfg.GradAccum)
-		l, err := m.ForwardTrain(inputs, targets, cfg.BatchSize, cfg.SeqLen, scale)
-		if err != nil {
-			return 0, err
+	}
+	return r
+}
+
+func (r *randomBatches) Next(inputs, targets []int32) error {
+	for i := range inputs {
+		inputs[i] = r.tokens[r.rng.IntN(len(r.tokens))]
+		targets[i] = r.tokens[r.rng.IntN(len(r.tokens))]
+	}
+	return nil
+}
+
+// taskStep runs optimizer step number step (1-based) of tk's model on be as the trainer does
+// in one process: zero the gradients, GradAccum micro-batches of forward and backward, the
+// gradient statistics (norm and clipping) and one AdamW at the schedule's learning rate on
+// the backend, then a sync. It returns the step's loss and, for a BERT, its masked-token
+// accuracy (NaN for a GPT-2), as the trainer logs them.
+func taskStep(tk task, be backend.Backend, cfg Config, src batchReader, step int) (loss, acc float64, err error) {
+	w := tk.weights()
+	w.ZeroGrad()
+	A, k := cfg.GradAccum, tk.figures()
+	scale := 1 / float32(A)
+	for micro := range A {
+		if err := tk.forward(src, step-1, micro, scale, micro); err != nil {
+			return 0, 0, err
 		}
-		if err := m.Backward(scale); err != nil {
-			return 0, err
+		if err := tk.backward(scale, micro == 0); err != nil {
+			return 0, 0, err
 		}
-		loss += float64(l)
 	}
 	opt := gpt.AdamWConfig{Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps, WeightDecay: cfg.WeightDecay}
-	m.UpdateWithStats(opt, cfg.LRAt(step-1), step, m.GradStats(cfg.GradClip, 1))
-	m.ParamsUpdatedAt(step)
-	return loss / float64(cfg.GradAccum), m.Backend().Sync()
+	w.UpdateWithStats(opt, cfg.LRAt(step-1), step, w.GradStats(cfg.GradClip, 1))
+	w.ParamsUpdatedAt(step)
+	if err := be.Sync(); err != nil {
+		return 0, 0, err
+	}
+	figs := make([]float32, A*k)
+	for micro := range A {
+		tk.results(micro, figs[micro*k:(micro+1)*k])
+	}
+	loss, acc = batchMetrics(figs, k)
+	return loss, acc, nil
 }

@@ -25,7 +25,7 @@ func profileConfig() Config {
 func TestProfilingDoesNotChangeResults(t *testing.T) {
 	cfg := profileConfig()
 	for _, noSync := range []bool{false, true} {
-		res, profiled, err := runProfile(context.Background(), cpu.New(2), ProfileOptions{
+		res, profiledTask, err := runProfile(context.Background(), cpu.New(2), ProfileOptions{
 			Config: cfg, Warmup: 1, Steps: 3, Profile: profile.Options{NoSync: noSync},
 		})
 		if err != nil {
@@ -33,19 +33,19 @@ func TestProfilingDoesNotChangeResults(t *testing.T) {
 		}
 
 		be := cpu.New(2)
-		bare, err := gpt.New(be, cfg.Model, cfg.BatchSize, cfg.SeqLen)
+		bare, err := gpt.NewParallel(be, cfg.Model, cfg.BatchSize, cfg.SeqLen, gpt.Precision{}, gpt.Parallel{SeparateAccum: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		bare.InitGPT2(cfg.Seed)
-		next, done, _ := batchSource(cfg)
+		src, done, _ := batchSource(cfg)
 		defer done()
-		inputs, targets := make([]int32, cfg.BatchSize*cfg.SeqLen), make([]int32, cfg.BatchSize*cfg.SeqLen)
+		profiled, bareTask := profiledTask.(*gptTask).m, newGPTTask(bare, cfg.BatchSize, cfg.SeqLen)
 		if len(res.Losses) != 4 {
 			t.Fatalf("%d losses, want 4 (1 warm-up + 3 profiled)", len(res.Losses))
 		}
 		for step := 1; step <= 4; step++ {
-			loss, err := trainStep(bare, cfg, next, inputs, targets, step)
+			loss, _, err := taskStep(bareTask, be, cfg, src, step)
 			if err != nil {
 				t.Fatal(err)
 			}

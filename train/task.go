@@ -6,7 +6,6 @@ import (
 
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/bert"
-	"github.com/gpt2go/gpt2go/data"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/tokenizer"
 )
@@ -26,7 +25,7 @@ type task interface {
 	// ranks masks as one process does. The micro-batch's figures() numbers are kept in slot
 	// (0, 1, ...): on an asynchronous backend they may be copied back only once the work queued
 	// so far is done (backend.FenceOf), and results(slot) reads them after that.
-	forward(l *data.Loader, step, micro int, lossScale float32, slot int) error
+	forward(l batchReader, step, micro int, lossScale float32, slot int) error
 	// results writes the figures of the forward kept in slot into dst (len figures()): the mean
 	// loss, then BERT's counts. Call it once the backend's work up to that forward is done.
 	results(slot int, dst []float32)
@@ -37,7 +36,7 @@ type task interface {
 	// (BERT) the masked positions predicted correctly and the masked positions.
 	figures() int
 	// evalBatch runs validation batch i, the loader's next, writing figures() numbers into dst.
-	evalBatch(l *data.Loader, i int, dst []float32) error
+	evalBatch(l batchReader, i int, dst []float32) error
 	// flopsPerToken is the training FLOPs per token at sequence length T.
 	flopsPerToken(T int) float64
 }
@@ -48,29 +47,56 @@ type task interface {
 // copy of its figures into slot. The trainer calls them in that order, with backward after
 // forwardBatch; forward is the three in one.
 type graphTask interface {
-	load(l *data.Loader, slot int) error
+	load(l batchReader, slot int) error
 	forwardBatch(lossScale float32) error
 	collect(slot int)
 }
 
-// newTask builds the model of cfg (with the layout par) and its task.
+// batchReader is where a task reads its micro-batches: a data.Loader in training, or random
+// tokens in bench and profile (randomBatches). Next fills a batch's rows (the loader's B
+// windows of its row length) and their next-token targets.
+type batchReader interface {
+	Next(inputs, targets []int32) error
+}
+
+// newTask builds the model of the run (with the layout par) and its task.
 func (t *Trainer) newTask(par gpt.Parallel) (task, error) {
-	cfg := t.cfg
+	tk, err := newTaskOn(t.be, t.cfg, par)
+	if g, ok := tk.(*gptTask); ok {
+		t.model = g.m
+	}
+	return tk, err
+}
+
+// newTaskOn builds the model of cfg on be (with the layout par) and its task.
+func newTaskOn(be backend.Backend, cfg Config, par gpt.Parallel) (task, error) {
 	if !cfg.IsBERT() {
-		m, err := gpt.NewParallel(t.be, cfg.Model, cfg.BatchSize, cfg.SeqLen, cfg.ModelPrecision(), par)
+		m, err := gpt.NewParallel(be, cfg.Model, cfg.BatchSize, cfg.SeqLen, cfg.ModelPrecision(), par)
 		if err != nil {
 			return nil, err
 		}
-		t.model = m
 		return newGPTTask(m, cfg.BatchSize, cfg.SeqLen), nil
 	}
-	specials := tokenizer.NoSpecials
-	if cfg.Tokenizer != nil && cfg.Tokenizer.Specials != nil {
-		specials = *cfg.Tokenizer.Specials
-	}
-	return newBERTTask(cfg.BERT(), specials, cfg.Seed, cfg.BatchSize, cfg.SeqLen, func(maxMasked int) (*bert.Model, error) {
-		return bert.NewMasked(t.be, cfg.BERT(), cfg.BatchSize, cfg.SeqLen, maxMasked, cfg.ModelPrecision(), par)
+	return newBERTTask(cfg.BERT(), cfg.specials(), cfg.Seed, cfg.BatchSize, cfg.SeqLen, func(maxMasked int) (*bert.Model, error) {
+		return bert.NewMasked(be, cfg.BERT(), cfg.BatchSize, cfg.SeqLen, maxMasked, cfg.ModelPrecision(), par)
 	})
+}
+
+// specials are the special tokens of the run's tokenizer (none recorded: NoSpecials).
+func (c Config) specials() tokenizer.Specials {
+	if c.Tokenizer != nil && c.Tokenizer.Specials != nil {
+		return *c.Tokenizer.Specials
+	}
+	return tokenizer.NoSpecials
+}
+
+// memoryPlan is what the run's model plans to allocate at micro-batch B in precision prec, in
+// one process: a BERT's MLM head sized for the positions its masking chooses (newBERTTask).
+func (c Config) memoryPlan(B int, prec gpt.Precision) []backend.MemoryItem {
+	if c.IsBERT() {
+		return c.BERT().MaskedMemoryPlan(B, c.SeqLen, bert.MaxMaskedAt(bert.MaskRate, B, c.SeqLen), prec, gpt.Parallel{})
+	}
+	return c.Model.PrecisionMemoryPlan(B, c.SeqLen, prec)
 }
 
 // gptTask trains GPT-2 on next-token prediction over the loader's windows of T+1 tokens.
@@ -94,7 +120,7 @@ func (g *gptTask) flopsPerToken(T int) float64 {
 
 // forward runs the classifier's backward with the forward (gpt.Model.ForwardTrain), and leaves
 // the per-position losses' copy to the host queued (gpt.Model.QueueLosses).
-func (g *gptTask) forward(l *data.Loader, _, _ int, lossScale float32, slot int) error {
+func (g *gptTask) forward(l batchReader, _, _ int, lossScale float32, slot int) error {
 	if err := g.load(l, slot); err != nil {
 		return err
 	}
@@ -105,7 +131,7 @@ func (g *gptTask) forward(l *data.Loader, _, _ int, lossScale float32, slot int)
 	return nil
 }
 
-func (g *gptTask) load(l *data.Loader, slot int) error {
+func (g *gptTask) load(l batchReader, slot int) error {
 	if err := l.Next(g.inputs, g.targets); err != nil {
 		return err
 	}
@@ -128,7 +154,7 @@ func (g *gptTask) backward(lossScale float32, first bool) error {
 	return g.m.BackwardAccumulate(lossScale)
 }
 
-func (g *gptTask) evalBatch(l *data.Loader, _ int, dst []float32) error {
+func (g *gptTask) evalBatch(l batchReader, _ int, dst []float32) error {
 	if err := l.Next(g.inputs, g.targets); err != nil {
 		return err
 	}
@@ -192,7 +218,7 @@ func (b *bertTask) counts(dst []float32) {
 
 // run reads the loader's next B rows, frames and masks them with mk for (step, micro), and runs
 // the model.
-func (b *bertTask) run(l *data.Loader, mk *bert.Masker, step, micro int) (float32, error) {
+func (b *bertTask) run(l batchReader, mk *bert.Masker, step, micro int) (float32, error) {
 	if err := l.Next(b.rows, b.next); err != nil {
 		return 0, err
 	}
@@ -208,7 +234,7 @@ func (b *bertTask) run(l *data.Loader, mk *bert.Masker, step, micro int) (float3
 
 // forward leaves the classifier's backward to backward: the masked-token accuracy reads the
 // logits after the forward. The figures are read back at once.
-func (b *bertTask) forward(l *data.Loader, step, micro int, _ float32, slot int) error {
+func (b *bertTask) forward(l batchReader, step, micro int, _ float32, slot int) error {
 	loss, err := b.run(l, b.mask, step, micro)
 	if err != nil {
 		return err
@@ -230,7 +256,7 @@ func (b *bertTask) backward(lossScale float32, first bool) error {
 	return b.m.BackwardAccumulate(lossScale)
 }
 
-func (b *bertTask) evalBatch(l *data.Loader, i int, dst []float32) error {
+func (b *bertTask) evalBatch(l batchReader, i int, dst []float32) error {
 	loss, err := b.run(l, b.valMask, 0, i)
 	if err != nil {
 		return err
@@ -254,7 +280,7 @@ func (c Config) rowLen() int {
 
 // evalFigures runs the loader's next len(dst)/k validation batches (k = tk.figures()), batch j
 // as batch first+j, writing each one's figures into dst.
-func evalFigures(tk task, l *data.Loader, first int, dst []float32) error {
+func evalFigures(tk task, l batchReader, first int, dst []float32) error {
 	k := tk.figures()
 	for j := 0; j < len(dst)/k; j++ {
 		if err := tk.evalBatch(l, first+j, dst[j*k:(j+1)*k]); err != nil {

@@ -68,3 +68,14 @@ func (c *textCodec) decode(ids []int32) string {
 	}
 	return c.tok.Decode(out)
 }
+
+// RandomTokensInfo is the tokenizer of random-token benches and profiles (no data): vocab ids
+// whose last four are [PAD] [CLS] [SEP] [MASK] when bertSpecials (a BERT's masking needs them,
+// as --bert-specials appends them), none otherwise.
+func RandomTokensInfo(vocab int, bertSpecials bool) *TokenizerInfo {
+	info := &TokenizerInfo{Name: "random", EOT: -1}
+	if bertSpecials && vocab > 4 {
+		info.Specials = &tokenizer.Specials{PAD: vocab - 4, UNK: -1, CLS: vocab - 3, SEP: vocab - 2, MASK: vocab - 1}
+	}
+	return info
+}

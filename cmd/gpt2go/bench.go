@@ -22,6 +22,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var asJSON, ladder bool
 	var cpuProfile, python, torchScript string
 	mf.register(fs)
+	mf.registerArch(fs)
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the timed steps to this file (go tool pprof)")
 	fs.IntVar(&B, "batch-size", 4, "sequences per step")
 	fs.IntVar(&T, "seq-len", 64, "tokens per sequence")
@@ -37,7 +38,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	set := setFlags(fs)
-	vocab := 50257
+	vocab := 50257 // GPT-2's BPE
+	if mf.archName() == "bert" {
+		vocab = 30522 // bert-base-uncased's WordPiece
+	}
 	if set["vocab-size"] {
 		vocab = mf.vocabSize
 	}
@@ -47,6 +51,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if T > cfg.BlockSize {
 		return fmt.Errorf("--seq-len %d exceeds the model's block size %d", T, cfg.BlockSize)
+	}
+	// The run bench times: the model and batch shape above, random tokens (a BERT's with its
+	// special tokens as the vocabulary's last four), the trainer's optimizer defaults.
+	run := train.Defaults()
+	run.Arch, run.Model, run.BatchSize, run.SeqLen, run.Precision = mf.archName(), cfg, B, T, dev.precision
+	if run.Encoder, err = mf.encoder(set); err != nil {
+		return err
+	}
+	run.Tokenizer = train.RandomTokensInfo(cfg.VocabSize, run.IsBERT())
+	if ladder && run.IsBERT() {
+		return fmt.Errorf("bench --ladder times GPT-2 (its rungs and PyTorch's are a GPT-2's); leave out --arch bert")
 	}
 	if ladder {
 		if set["precision"] || set["cpuprofile"] {
@@ -74,12 +89,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer stop()
 	// The budget before the model allocates, for the micro-batch that would fit.
 	budget := backend.BudgetOf(be)
-	res, err := train.BenchGraphs(be, cfg, dev.modelPrecision(), B, T, warmup, steps, !dev.graphs)
+	res, err := train.BenchRun(be, run, warmup, steps, !dev.graphs)
 	if err != nil {
 		return err
 	}
 	_, onGPU := be.(*cuda.Backend)
-	res.Hints, res.LargestBatch = train.Pitfalls(cfg, B, T, dev.modelPrecision(), budget, onGPU)
+	res.Hints, res.LargestBatch = train.Pitfalls(run, dev.modelPrecision(), budget, onGPU)
 	if h := res.LaunchHint(); h != "" {
 		res.Hints = append(res.Hints, h)
 	}
@@ -97,8 +112,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if res.MatmulKernel != "" {
 		on += ", matmul kernel " + res.MatmulKernel
 	}
-	fmt.Fprintf(stdout, "model %d layers x %d heads x %d channels (%.1fM params), B=%d T=%d, %s, on %s\n",
-		cfg.NumLayers, cfg.NumHeads, cfg.Channels, float64(cfg.NumParams())/1e6, B, T, res.Precision, on)
+	fmt.Fprintf(stdout, "%s %d layers x %d heads x %d channels (%.1fM params), B=%d T=%d, %s, on %s\n",
+		familyName(run.Arch), cfg.NumLayers, cfg.NumHeads, cfg.Channels, float64(run.NumParams())/1e6, B, T, res.Precision, on)
 	fmt.Fprintf(stdout, "%.1f ms/step (min %.1f) over %d steps | %.0f tok/s | %.1f GFLOP/s",
 		res.MsPerStep, res.MinMs, res.Steps, res.TokPerSec, res.GFlops)
 	if res.PeakGFlops > 0 {
@@ -163,4 +178,12 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// familyName names a model family in bench's and profile's first line.
+func familyName(arch string) string {
+	if arch == "bert" {
+		return "BERT encoder"
+	}
+	return "model"
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpt2go/gpt2go/train"
 )
 
 // preparedBERT is prepared's corpus in bytes with BERT's [PAD] [CLS] [SEP] [MASK] after them.
@@ -202,3 +205,51 @@ func TestBERTTrainOnText(t *testing.T) {
 
 // checkpointsOf is run's checkpoints folder.
 func checkpointsOf(run string) string { return filepath.Join(run, "checkpoints") }
+
+// profile and bench take --arch bert: profile's steps are the trainer's (the same losses and
+// masked-token accuracies, bit for bit, with accumulation), profile --run profiles a BERT run,
+// and bench times a BERT preset on random tokens.
+func TestBERTProfileAndBench(t *testing.T) {
+	dataDir := preparedBERT(t)
+	run := filepath.Join(t.TempDir(), "run")
+	mustRun(t, bertArgs(dataDir, run, "--steps", "3", "--log-every", "1", "--eval-every", "0", "--grad-accum", "2")...)
+	trained := map[int][2]float64{}
+	for _, line := range logLines(t, run) {
+		var e struct {
+			Step      int
+			Loss, Acc *float64
+		}
+		if json.Unmarshal(line, &e) == nil && e.Loss != nil && e.Acc != nil {
+			trained[e.Step] = [2]float64{*e.Loss, *e.Acc}
+		}
+	}
+	js := filepath.Join(t.TempDir(), "p.json")
+	out := mustRun(t, "profile", "--arch", "bert", "--data", dataDir, "--n-layer", "2", "--n-head", "2", "--n-embd", "32",
+		"--block-size", "32", "--seq-len", "32", "--batch-size", "4", "--steps", "3", "--warmup-steps", "0", "--warmup", "2",
+		"--lr", "1e-3", "--grad-accum", "2", "--threads", "1", "--device", "cpu", "--json", js)
+	res := readProfile(t, js)
+	if !strings.Contains(out, "BERT encoder 2 layers") || res.Arch != "bert" || len(res.Losses) != 3 || len(res.Accuracies) != 3 {
+		t.Fatalf("profile --arch bert: arch %q, losses %v, accuracies %v; output:\n%s", res.Arch, res.Losses, res.Accuracies, out)
+	}
+	for i := range 3 {
+		if got, want := [2]float64{res.Losses[i], res.Accuracies[i]}, trained[i+1]; got != want {
+			t.Errorf("step %d: profiled loss and accuracy %v, trained %v", i+1, got, want)
+		}
+	}
+
+	out = mustRun(t, "profile", "--run", run, "--steps", "1", "--warmup-steps", "0", "--threads", "1")
+	if res := readProfile(t, filepath.Join(run, train.ProfileFile)); !strings.Contains(out, "BERT encoder") || res.Arch != "bert" || !strings.Contains(out, "GeluErfForward") {
+		t.Errorf("profile --run of a BERT run: arch %q; output:\n%s", res.Arch, out)
+	}
+	mustFail(t, "--arch (saved bert, given gpt2) would change", "profile", "--run", run, "--arch", "gpt2", "--steps", "1")
+	// Shape flags given on resume are compared with the run's: the same values are accepted.
+	mustFail(t, "--n-layer (saved 2, given 3)", "train", "--resume", run, "--steps", "4", "--n-layer", "3")
+	mustRun(t, "train", "--resume", run, "--steps", "4", "--n-layer", "2", "--n-embd", "32", "--arch", "bert", "--threads", "1")
+
+	var bench train.BenchResult
+	out = mustRun(t, "bench", "--arch", "bert", "--model", "bert-tiny", "--batch-size", "2", "--seq-len", "16", "--steps", "1", "--threads", "1", "--json")
+	if err := json.Unmarshal([]byte(out), &bench); err != nil || bench.Arch != "bert" || bench.Model.VocabSize != 30522 || bench.Model.Channels != 128 || !(bench.TokPerSec > 0) {
+		t.Errorf("bench --arch bert --json: %v, %+v", err, bench)
+	}
+	mustFail(t, "bench --ladder times GPT-2", "bench", "--arch", "bert", "--ladder")
+}

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/gpt2go/gpt2go/backend/cuda"
 	"github.com/gpt2go/gpt2go/backend/profile"
@@ -27,7 +29,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var dataSpec, cacheDir, runDir, tracePath, jsonPath string
 	var warmup int
 	var byShape, noSync bool
-	fs.StringVar(&dataSpec, "data", "", "batches from this data (as train's --data; default random byte tokens, vocab 257)")
+	fs.StringVar(&dataSpec, "data", "", "batches from this data (as train's --data; default random byte tokens, vocab 257, and with --arch bert [PAD] [CLS] [SEP] [MASK] after them)")
 	fs.StringVar(&cacheDir, "cache-dir", "", "where prepared corpora and downloads are kept (default ~/.cache/gpt2go)")
 	fs.StringVar(&runDir, "run", "", "profile this run: its config and newest weights; writes RUNDIR/"+train.ProfileFile)
 	fs.IntVar(&warmup, "warmup-steps", 1, "unrecorded steps first (--warmup is the learning-rate warmup)")
@@ -36,6 +38,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.BoolVar(&byShape, "by-shape", false, "one row per op and shape (tells the LM head's matmul from the layers')")
 	fs.BoolVar(&noSync, "no-sync", false, "do not sync the backend after every op (op times of an asynchronous backend become launch times)")
 	mf.register(fs)
+	mf.registerArch(fs)
 	trainFlags(fs, &cfg)
 	dev.register(fs)
 	steps := fs.Lookup("steps")
@@ -59,39 +62,65 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	opts := train.ProfileOptions{Warmup: warmup, Steps: cfg.Steps, ByShape: byShape, Progress: stderr,
 		Profile: profile.Options{NoSync: noSync}}
 	if runDir != "" {
-		loaded, err := train.OpenWeights(runDir)
+		loaded, enc, err := train.OpenModel(runDir)
 		if err != nil {
 			return err
 		}
-		defer loaded.Close()
-		if loaded.Run == nil {
+		saved := loaded
+		if enc != nil { // a BERT run
+			defer enc.Close()
+			saved = &train.Loaded{Run: enc.Run}
+			opts.Params = enc.ReadParams
+		} else {
+			defer loaded.Close()
+			opts.Params = loaded.ReadParams
+		}
+		if saved.Run == nil {
 			return fmt.Errorf("--run %s holds no gpt2go run config", runDir)
 		}
 		if set["data"] {
-			if cfg.Data, err = prepare.Resolve(dataSpec, cacheDir, stderr); err != nil {
+			if cfg.Data, err = prepare.ResolveFor(dataSpec, cacheDir, stderr, saved.Run.IsBERT()); err != nil {
 				return err
 			}
 		}
-		if opts.Config, err = train.ApplyOverrides(*loaded.Run, cfg, set); err != nil {
-			return fmt.Errorf("--run profiles the run as it was configured: %w", err)
+		// The model-family flags as given, for ApplyOverrides to compare with the run's.
+		cfg.Arch = mf.archName()
+		cfg.Encoder = &train.EncoderOptions{TypeVocabSize: mf.typeVocab, PreLN: mf.preLN, TanhGELU: mf.geluTanh}
+		mf.givenShape(&cfg.Model, set)
+		if opts.Config, err = train.ApplyOverrides(*saved.Run, cfg, set); err != nil {
+			if oe := (*train.OverrideError)(nil); errors.As(err, &oe) {
+				return fmt.Errorf("--run profiles the run as it was configured, which %s would change; leave them out", strings.Join(oe.Flags, ", "))
+			}
+			return fmt.Errorf("--run %s: %w", runDir, err)
 		}
 		if _, err := data.Open(opts.Config.Data); err != nil {
 			fmt.Fprintf(stderr, "profile: the run's data is unreadable (%v); using random tokens\n", err)
 			opts.Config.Data = ""
 		}
-		opts.Params = loaded.ReadParams
+		if opts.Config.Data == "" && opts.Config.IsBERT() && opts.Config.Tokenizer == nil {
+			opts.Config.Tokenizer = train.RandomTokensInfo(opts.Config.Model.VocabSize, true)
+		}
 		if !set["json"] {
 			jsonPath = filepath.Join(runDir, train.ProfileFile)
 		}
 	} else {
+		if mf.archName() == "bert" && mf.init != "" {
+			return fmt.Errorf("--init loads GPT-2 weights; a BERT starts from its own initialisation (profile --run RUNDIR profiles a trained one)")
+		}
+		bert := mf.archName() == "bert"
 		vocab := 257 // random bytes, like the default training corpus (presets bring their own vocab)
+		if bert {
+			vocab += 4 // and BERT's specials after them, as --bert-specials appends them
+		}
+		cfg.Tokenizer = train.RandomTokensInfo(vocab, bert)
 		if dataSpec != "" {
-			dir, ds, err := openData(dataSpec, cacheDir, stderr, false)
+			dir, ds, err := openData(dataSpec, cacheDir, stderr, bert)
 			if err != nil {
 				return err
 			}
 			if ds.Meta != nil {
 				vocab = ds.Meta.VocabSize
+				cfg.Tokenizer = train.TokenizerInfoFromMeta(ds.Meta)
 			}
 			cfg.Data = dir
 		}
@@ -102,6 +131,13 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		mf.cacheDir, mf.progress = cacheDir, stderr
 		if cfg.Model, err = mf.build(set, vocab); err != nil {
 			return err
+		}
+		if cfg.Encoder, err = mf.encoder(set); err != nil {
+			return err
+		}
+		cfg.Arch = mf.archName()
+		if set["vocab-size"] && cfg.Data == "" {
+			cfg.Tokenizer = train.RandomTokensInfo(cfg.Model.VocabSize, bert)
 		}
 		if !set["seq-len"] && cfg.SeqLen > cfg.Model.BlockSize {
 			cfg.SeqLen = cfg.Model.BlockSize
@@ -130,8 +166,8 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	c := res.Model
-	fmt.Fprintf(stdout, "model %d layers x %d heads x %d channels (%.1fM params), B=%d T=%d accum %d on %s\n",
-		c.NumLayers, c.NumHeads, c.Channels, float64(c.NumParams())/1e6, res.BatchSize, res.SeqLen, res.GradAccum, res.Report.Backend)
+	fmt.Fprintf(stdout, "%s %d layers x %d heads x %d channels (%.1fM params), B=%d T=%d accum %d on %s\n",
+		familyName(res.Arch), c.NumLayers, c.NumHeads, c.Channels, float64(opts.Config.NumParams())/1e6, res.BatchSize, res.SeqLen, res.GradAccum, res.Report.Backend)
 	fmt.Fprintf(stdout, "%d profiled steps after %d warm-up: %.1f ms/step, %.0f tok/s; totals over the profiled steps:\n\n",
 		res.Steps, res.WarmupSteps, res.StepMs, res.TokPerSec)
 	if err := res.Report.WriteTable(stdout); err != nil {

@@ -50,7 +50,7 @@ func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.init, "init", "", "start from pretrained weights, which fix the architecture: "+train.InitHelp)
 }
 
-// registerArch adds the model-family flags (train only: bench and profile time GPT-2).
+// registerArch adds the model-family flags (train, bench and profile).
 func (m *modelFlags) registerArch(fs *flag.FlagSet) {
 	fs.StringVar(&m.arch, "arch", "gpt2", "model family: gpt2 (decoder, next-token prediction) or bert (encoder, masked-language modelling; a prepared dataset needs --bert-specials or a wordpiece vocab, the default corpus, shakespeare and text files get them)")
 	fs.BoolVar(&m.preLN, "pre-ln", false, "bert: LayerNorm before attention and MLP (GPT-2's order) instead of BERT's post-LN")
@@ -73,6 +73,19 @@ func (m *modelFlags) encoder(set map[string]bool) (*train.EncoderOptions, error)
 		return nil, fmt.Errorf("--type-vocab-size must be >= 0, got %d", m.typeVocab)
 	}
 	return &train.EncoderOptions{TypeVocabSize: m.typeVocab, PreLN: m.preLN, TanhGELU: m.geluTanh}, nil
+}
+
+// givenShape copies the shape flags that were given (set) into cfg, for ApplyOverrides to
+// compare with a saved run's.
+func (m *modelFlags) givenShape(cfg *gpt.Config, set map[string]bool) {
+	for name, p := range map[string][2]*int{
+		"n-layer": {&cfg.NumLayers, &m.nLayer}, "n-head": {&cfg.NumHeads, &m.nHead}, "n-embd": {&cfg.Channels, &m.nEmbd},
+		"block-size": {&cfg.BlockSize, &m.blockSize}, "vocab-size": {&cfg.VocabSize, &m.vocabSize},
+	} {
+		if set[name] {
+			*p[0] = *p[1]
+		}
+	}
 }
 
 // archName is --arch as a run records it: "" for GPT-2 (as runs from before --arch read).
@@ -302,6 +315,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			}
 			cfg.Model = c
 		}
+		mf.givenShape(&cfg.Model, set)
 	} else {
 		var dir string
 		var ds *data.Dataset
