@@ -34,11 +34,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -102,7 +104,7 @@ func Run(opts Options) (*Result, error) {
 	if err := checkOut(opts.Out); err != nil {
 		return nil, err
 	}
-	files, total, err := collect(opts.Inputs, opts.Ext, opts.Out)
+	files, total, err := collect(opts.Inputs, opts.Ext, opts.Out, opts.Tokenizer != "byte")
 	if err != nil {
 		return nil, err
 	}
@@ -110,10 +112,14 @@ func Run(opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(filepath.Clean(opts.Out)), 0o755); err != nil {
+	outAbs, err := filepath.Abs(opts.Out) // "." and ".." name their folder: its parent holds the staging
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(outAbs), 0o755); err != nil {
 		return nil, fmt.Errorf("prepare: create parent of %s: %w", opts.Out, err)
 	}
-	staging, err := os.MkdirTemp(filepath.Dir(filepath.Clean(opts.Out)), "."+filepath.Base(opts.Out)+".tmp-*")
+	staging, err := mkdirTemp(filepath.Dir(outAbs), "."+filepath.Base(outAbs)+".tmp-")
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
@@ -156,7 +162,7 @@ func Run(opts Options) (*Result, error) {
 	if err := data.WriteMeta(staging, meta); err != nil {
 		return nil, err
 	}
-	if err := install(staging, opts.Out); err != nil {
+	if err := install(staging, outAbs); err != nil {
 		return nil, err
 	}
 	res := &Result{Dir: opts.Out, Files: len(files), Bytes: total, Meta: meta, Duration: time.Since(start)}
@@ -244,9 +250,12 @@ func checkOut(out string) error {
 	return nil
 }
 
-// install moves the prepared files from staging into out: a rename when out is new; otherwise
-// the old output is removed (meta.json first, so a half-replaced directory is never taken for a
-// finished one) and the new files moved in, meta.json last.
+// install moves the prepared files from staging into out: a rename when out is new. Otherwise
+// the old output moves aside into a sibling folder (meta.json first, so a half-replaced
+// directory is never taken for a finished one) and the new files move in (meta.json last); if
+// a move fails, the new files go back to staging and the old ones back into out, so out holds
+// one whole dataset, the old or the new, whatever fails. out itself stays the same folder (a
+// shell may be in it).
 func install(staging, out string) error {
 	if err := os.Rename(staging, out); err == nil {
 		return nil
@@ -254,36 +263,68 @@ func install(staging, out string) error {
 	if err := checkOut(out); err != nil {
 		return err
 	}
-	old, err := os.ReadDir(out)
+	aside, err := mkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+".old-")
 	if err != nil {
-		return fmt.Errorf("prepare: %w", err)
-	}
-	if err := os.Remove(filepath.Join(out, data.MetaFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("prepare: replace %s: %w", out, err)
 	}
-	for _, e := range old {
-		if err := os.Remove(filepath.Join(out, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("prepare: replace %s: %w", out, err)
+	defer os.RemoveAll(aside)
+	if err := moveFiles(out, aside, true); err != nil {
+		if rerr := moveFiles(aside, out, false); rerr != nil {
+			return fmt.Errorf("prepare: replace %s: %w; the old dataset is left in %s (%v)", out, err, aside, rerr)
 		}
+		return fmt.Errorf("prepare: replace %s: %w; it holds the old dataset still", out, err)
 	}
-	fresh, err := os.ReadDir(staging)
+	if err := moveFiles(staging, out, false); err != nil {
+		if rerr := errors.Join(moveFiles(out, staging, true), moveFiles(aside, out, false)); rerr != nil {
+			return fmt.Errorf("prepare: replace %s: %w; restoring the old dataset failed too (%v): re-run prepare", out, err, rerr)
+		}
+		return fmt.Errorf("prepare: replace %s: %w; it holds the old dataset still", out, err)
+	}
+	return nil
+}
+
+// rename is os.Rename; tests make it fail.
+var rename = os.Rename
+
+// moveFiles renames every entry of folder from into folder to, meta.json first when metaFirst
+// and last otherwise.
+func moveFiles(from, to string, metaFirst bool) error {
+	entries, err := os.ReadDir(from)
 	if err != nil {
-		return fmt.Errorf("prepare: %w", err)
+		return err
 	}
-	move := func(name string) error {
-		if err := os.Rename(filepath.Join(staging, name), filepath.Join(out, name)); err != nil {
-			return fmt.Errorf("prepare: move %s into %s: %w", name, out, err)
-		}
-		return nil
-	}
-	for _, e := range fresh {
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
 		if e.Name() != data.MetaFile {
-			if err := move(e.Name()); err != nil {
-				return err
-			}
+			names = append(names, e.Name())
 		}
 	}
-	return move(data.MetaFile)
+	if len(names) < len(entries) { // meta.json is there
+		if metaFirst {
+			names = append([]string{data.MetaFile}, names...)
+		} else {
+			names = append(names, data.MetaFile)
+		}
+	}
+	for _, name := range names {
+		if err := rename(filepath.Join(from, name), filepath.Join(to, name)); err != nil {
+			return fmt.Errorf("move %s into %s: %w", name, to, err)
+		}
+	}
+	return nil
+}
+
+// mkdirTemp creates a new folder prefix+random in dir with mode 0755 less the umask, as a
+// dataset folder should be (os.MkdirTemp makes 0700 ones, which other users cannot read).
+func mkdirTemp(dir, prefix string) (string, error) {
+	for range 100 {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		err := os.Mkdir(name, 0o755)
+		if !errors.Is(err, fs.ErrExist) {
+			return name, err
+		}
+	}
+	return "", fmt.Errorf("no unused folder name in %s", dir)
 }
 
 // inputFile is one document.
@@ -294,17 +335,27 @@ type inputFile struct {
 
 // collect lists the input files in sorted path order and their total size. Walks skip the
 // output directory out, so preparing a folder into a subfolder of itself twice doesn't read the
-// first output.
-func collect(inputs, exts []string, out string) ([]inputFile, int64, error) {
+// first output. A file reached twice (under two spellings, through a symbolic link, or given
+// and inside a given folder) is read once. A folder given as a symbolic link is walked (links
+// below it are not followed). A file given by name must be a regular file, and for a text
+// tokenizer (text) not a binary one (the test folder walks apply to skip them).
+func collect(inputs, exts []string, out string, text bool) ([]inputFile, int64, error) {
 	outAbs, _ := filepath.Abs(out)
 	if len(inputs) == 0 {
 		return nil, 0, fmt.Errorf("prepare: no input files given")
 	}
-	seen := map[string]bool{}
+	seen := map[string]bool{} // the files' resolved absolute paths
 	var files []inputFile
 	add := func(path string, size int64) {
-		if !seen[path] && size > 0 {
-			seen[path] = true
+		key, err := filepath.EvalSymlinks(path)
+		if err == nil {
+			key, err = filepath.Abs(key)
+		}
+		if err != nil {
+			key = path
+		}
+		if !seen[key] && size > 0 {
+			seen[key] = true
 			files = append(files, inputFile{path, size})
 		}
 	}
@@ -317,14 +368,26 @@ func collect(inputs, exts []string, out string) ([]inputFile, int64, error) {
 			return nil, 0, fmt.Errorf("prepare: input %s: %w", in, err)
 		}
 		if !st.IsDir() {
+			if !st.Mode().IsRegular() {
+				return nil, 0, fmt.Errorf("prepare: input %s is not a regular file (a pipe or device?); save the text to a file and pass that", in)
+			}
+			if binary, err := looksBinary(in); err != nil {
+				return nil, 0, fmt.Errorf("prepare: input %s: %w", in, err)
+			} else if binary && text {
+				return nil, 0, fmt.Errorf("prepare: input %s looks binary (a NUL byte in its first 8 KiB: compressed?); decompress it, or tokenize its bytes with --tokenizer byte", in)
+			}
 			add(in, st.Size())
 			continue
 		}
-		err = filepath.WalkDir(in, func(path string, d fs.DirEntry, err error) error {
+		root := in
+		if resolved, err := filepath.EvalSymlinks(in); err == nil {
+			root = resolved // WalkDir does not enter a root that is a symbolic link
+		}
+		err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
-			if path != in && strings.HasPrefix(d.Name(), ".") {
+			if path != root && strings.HasPrefix(d.Name(), ".") {
 				if d.IsDir() {
 					return filepath.SkipDir
 				}
@@ -359,7 +422,11 @@ func collect(inputs, exts []string, out string) ([]inputFile, int64, error) {
 		total += f.size
 	}
 	if len(files) == 0 {
-		return nil, 0, fmt.Errorf("prepare: no text in %s: every input is empty, hidden or binary (or lacks the extensions %v)", strings.Join(inputs, ", "), exts)
+		ext := ""
+		if len(exts) > 0 {
+			ext = fmt.Sprintf(" (or lacks the extensions %v)", exts)
+		}
+		return nil, 0, fmt.Errorf("prepare: no text in %s: every input is empty, hidden or binary%s", strings.Join(inputs, ", "), ext)
 	}
 	return files, total, nil
 }

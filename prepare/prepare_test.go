@@ -2,10 +2,12 @@ package prepare
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	tiktoken "github.com/tiktoken-go/tokenizer"
@@ -253,11 +255,15 @@ func TestRunErrors(t *testing.T) {
 	os.MkdirAll(foreign, 0o755)
 	os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("mine"), 0o644)
 	out := filepath.Join(dir, "out")
+	gz := filepath.Join(dir, "t.txt.gz")
+	os.WriteFile(gz, []byte("\x1f\x8b\x08\x00\x00\x00\x00\x00"), 0o644)
 	tests := []struct {
 		name string
 		opts Options
 		want string
 	}{
+		{"binary file", Options{Inputs: []string{gz}, Out: out, Tokenizer: "char"}, "looks binary"},
+		{"pipe", Options{Inputs: []string{"/dev/null"}, Out: out}, "not a regular file"},
 		{"no inputs", Options{Out: out}, "no input files"},
 		{"missing input", Options{Inputs: []string{filepath.Join(dir, "nope")}, Out: out}, "does not exist"},
 		{"empty input", Options{Inputs: []string{empty}, Out: out}, "no text in"},
@@ -336,5 +342,85 @@ func BenchmarkLibraryEncodeGPT2(b *testing.B) {
 		if _, _, err := c.Encode(string(text)); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Inputs: a folder given as a symbolic link is walked (Debian's GOROOT/src is one); a file
+// reached twice, under another spelling or inside a given folder, is read once, so validation
+// never repeats training text; a binary file is taken by name only for the byte tokenizer.
+func TestInputsResolved(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"corp/a.txt": "alpha alpha\n", "corp/b.txt": "beta beta\n"})
+	if err := os.Symlink(filepath.Join(dir, "corp"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	for _, inputs := range [][]string{{"link"}, {"corp", "./corp/b.txt", filepath.Join(dir, "corp")}} {
+		res, err := Run(Options{Inputs: inputs, Out: filepath.Join(dir, "out"), Tokenizer: "byte", ValFraction: -1})
+		if err != nil {
+			t.Fatalf("%v: %v", inputs, err)
+		}
+		if res.Files != 2 || res.Bytes != 22 {
+			t.Errorf("%v: %d files, %d bytes; want 2 files, 22 bytes", inputs, res.Files, res.Bytes)
+		}
+	}
+	bin := filepath.Join(dir, "x.bin.gz")
+	os.WriteFile(bin, []byte("\x1f\x8b\x00abc"), 0o644)
+	if _, err := Run(Options{Inputs: []string{bin}, Out: filepath.Join(dir, "bytes"), Tokenizer: "byte"}); err != nil {
+		t.Errorf("byte tokenizer on a binary file: %v", err)
+	}
+}
+
+// The output folder: "." names the current folder (its parent holds the staging), a new
+// dataset folder is readable by others (0755 less the umask), and replacing a dataset when a
+// move fails leaves the old one whole.
+func TestOutputFolder(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "t.txt")
+	os.WriteFile(text, []byte(strings.Repeat("hello world\n", 50)), 0o644)
+	out := filepath.Join(dir, "ds")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(out)
+	if _, err := Run(Options{Inputs: []string{text}, Out: ".", Tokenizer: "char"}); err != nil {
+		t.Fatalf("--out .: %v", err)
+	}
+	fresh := filepath.Join(dir, "fresh")
+	if _, err := Run(Options{Inputs: []string{text}, Out: fresh, Tokenizer: "char"}); err != nil {
+		t.Fatal(err)
+	}
+	umask := syscall.Umask(0)
+	syscall.Umask(umask)
+	if st, err := os.Stat(fresh); err != nil || st.Mode().Perm() != 0o755&^os.FileMode(umask) {
+		t.Errorf("dataset folder mode %v (%v), want %v", st.Mode().Perm(), err, 0o755&^os.FileMode(umask))
+	}
+
+	// A new shard that cannot move in (an I/O error, say): install fails and out holds the
+	// old dataset, meta.json included.
+	before, _ := os.ReadDir(out)
+	staging := filepath.Join(dir, "staging")
+	writeTree(t, staging, map[string]string{"train_000000.bin": "new", data.MetaFile: "{}", "val_000000.bin": "new"})
+	failed := false
+	rename = func(from, to string) error {
+		if filepath.Base(to) == "val_000000.bin" && filepath.Dir(to) == out && !failed {
+			failed = true
+			return fmt.Errorf("injected failure")
+		}
+		return os.Rename(from, to)
+	}
+	defer func() { rename = os.Rename }()
+	if err := install(staging, out); err == nil || !strings.Contains(err.Error(), "holds the old dataset still") {
+		t.Fatalf("install: %v, want a failed move that restores the old dataset", err)
+	}
+	after, _ := os.ReadDir(out)
+	if len(after) != len(before) {
+		t.Fatalf("out holds %d entries after the failed install, %d before", len(after), len(before))
+	}
+	if _, err := data.Open(out); err != nil {
+		t.Errorf("the old dataset does not open after the failed install: %v", err)
+	}
+	if left, _ := os.ReadDir(staging); len(left) != 3 {
+		t.Errorf("staging holds %d entries, want its 3 back", len(left))
 	}
 }

@@ -70,6 +70,13 @@ func ResolveFor(spec, cacheDir string, progress io.Writer, bertSpecials bool) (s
 			return "", err
 		}
 	}
+	if spec == "go" || spec == "shakespeare" { // unless the user's own ./go or ./shakespeare is data
+		st, err := os.Stat(spec)
+		_, metaErr := os.Stat(filepath.Join(spec, data.MetaFile))
+		if err == nil && (st.Mode().IsRegular() || metaErr == nil) {
+			return "", fmt.Errorf("--data %s names the built-in corpus, but ./%s is data too; pass ./%s for it, or run from another folder for the corpus", spec, spec, spec)
+		}
+	}
 	switch spec {
 	case "", "go":
 		return resolveGo(cacheDir, progress, bertSpecials)
@@ -202,6 +209,9 @@ func goCorpus(src string) ([]string, string, error) {
 		key       uint64
 	}
 	var all []candidate
+	if resolved, err := filepath.EvalSymlinks(src); err == nil {
+		src = resolved // Debian's Go has GOROOT/src as a symbolic link, which WalkDir does not enter
+	}
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -250,3 +250,41 @@ func TestDefaultCacheDir(t *testing.T) {
 		t.Fatalf("DefaultCacheDir = %s, %v", dir, err)
 	}
 }
+
+// A keyword is the built-in corpus unless a folder of prepared data or a file by that name is
+// in the current folder: then which one is meant is asked, not guessed.
+func TestKeywordBesideLocalData(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeTree(t, dir, map[string]string{"shakespeare/meta.json": "{}", "go/bin/tool": "x"})
+	_, err := ResolveFor("shakespeare", filepath.Join(dir, "cache"), nil, false)
+	if err == nil || !strings.Contains(err.Error(), "pass ./shakespeare for it") {
+		t.Errorf("--data shakespeare beside ./shakespeare/meta.json: %v", err)
+	}
+	if got, err := ResolveFor("./shakespeare", filepath.Join(dir, "cache"), nil, false); err != nil || got != "./shakespeare" {
+		t.Errorf("./shakespeare: %q, %v", got, err)
+	}
+	defer func(f func() []string) { findGOROOT = f }(findGOROOT)
+	findGOROOT = func() []string { return []string{fakeGOROOT(t)} }
+	if _, err := ResolveFor("go", filepath.Join(dir, "cache"), nil, false); err != nil {
+		t.Errorf("a GOPATH-like ./go is not data: %v", err)
+	}
+}
+
+// Debian's Go has GOROOT/src as a symbolic link: the default corpus is found through it.
+func TestResolveGoThroughSymlink(t *testing.T) {
+	real := fakeGOROOT(t)
+	root := t.TempDir()
+	if err := os.Symlink(filepath.Join(real, "src"), filepath.Join(root, "src")); err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func() []string) { findGOROOT = f }(findGOROOT)
+	findGOROOT = func() []string { return []string{root} }
+	dir, err := Resolve("", t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta, err := data.ReadMeta(dir); err != nil || len(meta.Sources) != 2 {
+		t.Fatalf("sources %v (%v), want fmt/print.go and bytes/bytes.go", meta.Sources, err)
+	}
+}

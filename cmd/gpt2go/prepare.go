@@ -21,7 +21,7 @@ func runPrepare(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&opts.Vocab, "vocab", "", "wordpiece: BERT vocab.txt, one token per line (recorded whole in meta.json)")
 	fs.BoolVar(&opts.Cased, "cased", false, "wordpiece: keep case and accents (default: lower-case and strip accents, as bert-base-uncased)")
 	fs.BoolVar(&opts.BERTSpecials, "bert-specials", false, "gpt2, byte, char: append [PAD] [CLS] [SEP] [MASK] after the vocabulary (wordpiece has its own)")
-	fs.Float64Var(&opts.ValFraction, "val-fraction", 0.1, "fraction of the input (at the end) held out for validation (negative: no validation split)")
+	fs.Float64Var(&opts.ValFraction, "val-fraction", 0.1, "fraction of the input (at the end) held out for validation (0: no validation split)")
 	fs.IntVar(&opts.ShardTokens, "shard-tokens", 100_000_000, "tokens per shard file")
 	if err := parse(fs, args, stdout); err != nil {
 		return err
@@ -36,6 +36,9 @@ func runPrepare(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	opts.Inputs = inputs
+	if setFlags(fs)["val-fraction"] && opts.ValFraction == 0 {
+		opts.ValFraction = -1 // asked for none (Options' 0 is the default)
+	}
 	if _, err := prepare.Run(opts); err != nil {
 		// The command's name prefixes the message already ("gpt2go prepare: ...").
 		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "prepare: "))

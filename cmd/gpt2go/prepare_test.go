@@ -61,3 +61,14 @@ func TestPrepareWordPiece(t *testing.T) {
 		t.Fatalf("gpt2 --bert-specials meta: %+v, %v", m, err)
 	}
 }
+
+// --val-fraction 0 asks for no validation split (the library's 0 is its default, 0.1).
+func TestPrepareNoValidation(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "t.txt")
+	os.WriteFile(text, []byte(strings.Repeat("to be or not to be\n", 40)), 0o644)
+	mustRun(t, "prepare", "--input", text, "--out", filepath.Join(dir, "none"), "--tokenizer", "char", "--val-fraction", "0")
+	if meta, err := data.ReadMeta(filepath.Join(dir, "none")); err != nil || meta.ValTokens != 0 || meta.TrainTokens == 0 {
+		t.Errorf("--val-fraction 0: %+v, %v; want every token in train", meta, err)
+	}
+}
