@@ -21,7 +21,7 @@ const hellaSwagItems = "../eval/testdata/hellaswag_items.jsonl"
 func byteConfig(t *testing.T) Config {
 	c := smallConfig(writeDataset(t, 257))
 	c.Model = gpt.Config{BlockSize: 64, VocabSize: 257, PaddedVocabSize: 320, NumLayers: 2, NumHeads: 2, Channels: 16}
-	c.Tokenizer = &TokenizerInfo{Name: "byte", EOT: 256}
+	setTokenizer(t, &c, &TokenizerInfo{Name: "byte", EOT: 256})
 	c.BatchSize, c.SeqLen, c.Steps = 2, 64, 8
 	return c
 }

@@ -66,7 +66,7 @@ func TestTensorBoardMirrorsLogAcrossResume(t *testing.T) {
 	for c := ' '; len(alphabet) < cfg.Model.VocabSize; c++ {
 		alphabet += string(c)
 	}
-	cfg.Tokenizer = &TokenizerInfo{Name: "char", Alphabet: alphabet, EOT: -1}
+	setTokenizer(t, &cfg, &TokenizerInfo{Name: "char", Alphabet: alphabet, EOT: -1})
 	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, StopAt: 6, TensorBoard: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -79,3 +79,39 @@ func RandomTokensInfo(vocab int, bertSpecials bool) *TokenizerInfo {
 	}
 	return info
 }
+
+// SameIDs reports whether two tokenizers give text the same ids: the same kind, alphabet, EOT,
+// special tokens, casing and WordPiece vocab (where it was read from aside).
+func (a *TokenizerInfo) SameIDs(b *TokenizerInfo) bool {
+	specials := func(t *TokenizerInfo) tokenizer.Specials {
+		if t.Specials == nil {
+			return tokenizer.NoSpecials
+		}
+		return *t.Specials
+	}
+	return a.Name == b.Name && a.Alphabet == b.Alphabet && a.EOT == b.EOT && specials(a) == specials(b) &&
+		a.Lowercase == b.Lowercase && a.VocabSHA256 == b.VocabSHA256
+}
+
+// checkDataTokens refuses data whose token ids mean something else to the run's model: for
+// weights from --init, a vocabulary of another size than theirs (char or byte data under GPT-2
+// weights); for a run that recorded its tokenizer, data tokenized another way since (a dataset
+// prepared again in place, a cache rebuilt).
+func checkDataTokens(cfg Config, meta *data.Meta) error {
+	if meta == nil || meta.Tokenizer == "" {
+		return nil
+	}
+	if cfg.Init != "" && meta.VocabSize != cfg.Model.VocabSize {
+		return fmt.Errorf("--init %s has a %d-token vocabulary, but the data %s has the %s tokenizer's %d: the weights would read its ids as other tokens; prepare the data with the weights' tokenizer (--tokenizer gpt2 for GPT-2's)",
+			cfg.Init, cfg.Model.VocabSize, cfg.Data, meta.Tokenizer, meta.VocabSize)
+	}
+	if have := TokenizerInfoFromMeta(meta); cfg.Tokenizer != nil && !cfg.Tokenizer.SameIDs(have) {
+		what := "the " + have.Name + " tokenizer"
+		if have.Name == cfg.Tokenizer.Name {
+			what = "another " + have.Name + " tokenizer (other ids)"
+		}
+		return fmt.Errorf("the data %s is tokenized with %s now, not the %s tokenizer the run was trained with (it was prepared again since); prepare the run's own data there again, or start a new run",
+			cfg.Data, what, cfg.Tokenizer.Name)
+	}
+	return nil
+}

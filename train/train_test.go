@@ -48,6 +48,21 @@ func writeDataset(t *testing.T, vocab int) string {
 	return dir
 }
 
+// setTokenizer makes info the tokenizer of the run and of its dataset's meta.json, which the
+// trainer compares.
+func setTokenizer(t *testing.T, cfg *Config, info *TokenizerInfo) {
+	t.Helper()
+	meta, err := data.ReadMeta(cfg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta.Tokenizer, meta.Alphabet, meta.EOT, meta.Record = info.Name, info.Alphabet, info.EOT, info.Record
+	if err := data.WriteMeta(cfg.Data, meta); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tokenizer = info
+}
+
 func smallConfig(dataDir string) Config {
 	c := Defaults()
 	c.Model = gpt.Config{BlockSize: 16, VocabSize: 50, PaddedVocabSize: 64, NumLayers: 2, NumHeads: 2, Channels: 16}

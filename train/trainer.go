@@ -333,6 +333,9 @@ func (t *Trainer) openData() error {
 		return err
 	}
 	t.ds = ds
+	if err := checkDataTokens(cfg, ds.Meta); err != nil {
+		return err
+	}
 	if t.train, err = data.NewLoader(ds.TrainShards, cfg.BatchSize, cfg.rowLen(), cfg.Model.VocabSize, cfg.Shuffle, cfg.Seed); err != nil {
 		return err
 	}

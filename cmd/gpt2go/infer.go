@@ -181,6 +181,9 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := sameTokens(loaded, dataPath); err != nil {
+		return err
+	}
 	loader, err := data.NewEvalLoader(shards, B, T, loaded.Config.VocabSize, batches)
 	if err != nil {
 		return err
@@ -215,6 +218,29 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return json.NewEncoder(stdout).Encode(res)
 	}
 	fmt.Fprintf(stdout, "%s loss %.4f | perplexity %.3f | %d batches x %d x %d tokens | %s\n", split, loss, math.Exp(loss), batches, B, T, loaded.Source)
+	return nil
+}
+
+// sameTokens refuses a prepared dataset at path whose ids mean other tokens to the model:
+// another tokenizer than the one its run recorded, or (weights without a run) a vocabulary of
+// another size. A shard file alone, or a dataset without meta.json, says nothing either way.
+func sameTokens(m *train.Loaded, path string) error {
+	meta, err := data.ReadMeta(path)
+	if err != nil || meta == nil || meta.Tokenizer == "" {
+		return nil
+	}
+	have := train.TokenizerInfoFromMeta(meta)
+	if m.Run != nil && m.Run.Tokenizer != nil {
+		if !m.Run.Tokenizer.SameIDs(have) {
+			return fmt.Errorf("the data %s is tokenized with %s (%d tokens), not the model's %s tokenizer: its ids would be read as other tokens; evaluate on data prepared with the model's tokenizer",
+				path, meta.Tokenizer, meta.VocabSize, m.Run.Tokenizer.Name)
+		}
+		return nil
+	}
+	if meta.VocabSize != m.Config.VocabSize {
+		return fmt.Errorf("the model %s has a %d-token vocabulary, but the data %s has the %s tokenizer's %d: its ids would be read as other tokens; evaluate on data prepared with the model's tokenizer (--tokenizer gpt2 for GPT-2's)",
+			m.Source, m.Config.VocabSize, path, meta.Tokenizer, meta.VocabSize)
+	}
 	return nil
 }
 
