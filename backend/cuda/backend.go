@@ -288,6 +288,10 @@ func (be *Backend) Upload(dst backend.Buf, src []float32) {
 	if be.err != nil || len(src) == 0 {
 		return
 	}
+	if len(src) > dst.Len() { // the CPU's slices would panic; a device copy would run past dst
+		be.fail(fmt.Errorf("Upload: %d elements into a buffer of %d", len(src), dst.Len()))
+		return
+	}
 	if dt := dst.DType(); dt.Is16() {
 		bits := pack16(dt, src)
 		be.htod(ptrOf(dst), unsafe.Pointer(&bits[0]), int64(len(bits))*2)
@@ -303,6 +307,10 @@ func (be *Backend) Upload(dst backend.Buf, src []float32) {
 // so the step needs no sync for it. An upload into any other view drops its allocation's index.
 func (be *Backend) UploadInt32(dst backend.Buf, src []int32) {
 	if be.err != nil || len(src) == 0 {
+		return
+	}
+	if len(src) > dst.Len() {
+		be.fail(fmt.Errorf("UploadInt32: %d elements into a buffer of %d", len(src), dst.Len()))
 		return
 	}
 	be.htod(ptrOf(dst), unsafe.Pointer(&src[0]), int64(len(src))*4)
@@ -327,6 +335,9 @@ func (be *Backend) UploadInt32(dst backend.Buf, src []int32) {
 // Download copies src[:len(dst)] into dst, waiting for the GPU. After a failure it fills dst
 // with NaN, which the trainer stops on; Sync then says what failed.
 func (be *Backend) Download(dst []float32, src backend.Buf) {
+	if be.err == nil && len(dst) > src.Len() {
+		be.fail(fmt.Errorf("Download: %d elements from a buffer of %d", len(dst), src.Len()))
+	}
 	if be.err == nil && len(dst) > 0 {
 		if dt := src.DType(); dt.Is16() {
 			bits := make([]uint16, len(dst))

@@ -401,7 +401,9 @@ func (b *Blas) chooseAlgo(key planKey, p *matmulPlan, op operands) error {
 	}
 	best := fastest(times)
 	if best < 0 {
-		return fmt.Errorf("cuBLASLt: none of the %d algorithms for %+v ran", found, key.Gemm)
+		// Every candidate was refused at launch: as good as none listed, so that callers with a
+		// fallback (an unfused bias or GELU) take it, as they do without tuning.
+		return fmt.Errorf("%w that runs for %+v: none of the %d the heuristic listed launched", errNoAlgorithm, key.Gemm, found)
 	}
 	copy(p.heuristic[:], candidate(best))
 	ch := b.cache.put(name, algoChoice{Algo: hex.EncodeToString(p.heuristic[:algoBytes]), Index: best, Candidates: int(found),

@@ -13,7 +13,7 @@ type tokenIndex struct {
 	distinct int     // groups
 	host     []int32 // order | start | token
 	count    []int32 // per token id: scratch for the counting sort
-	dev      uintptr // device copy, 3*len+1 ints
+	dev      uintptr // device copy: room for 3n+2 ints (n+2*distinct+2, distinct <= n)
 	devN     int64
 }
 
