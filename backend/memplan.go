@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -42,13 +43,40 @@ func CheckPlan(plan []MemoryItem, b MemoryBudget, verbose io.Writer) error {
 	if need+b.Reserve <= b.Free {
 		return nil
 	}
-	advice := "use a smaller --batch-size with --grad-accum to keep the tokens per step, a shorter --seq-len, or a smaller model"
-	if b.TooSmallAdvice != "" {
-		advice += "; " + b.TooSmallAdvice
+	return &PlanError{
+		Text: fmt.Sprintf("the model needs %s %s (%s) plus %s of %s, but only %s of %s are free%s",
+			FormatBytes(need), b.Place, strings.Join(parts, ", "), FormatBytes(b.Reserve), b.ReserveFor,
+			FormatBytes(b.Free), FormatBytes(b.Total), detail),
+		Advice: "use a smaller --batch-size with --grad-accum to keep the tokens per step, a shorter --seq-len, or a smaller model",
+		Extra:  b.TooSmallAdvice,
 	}
-	return fmt.Errorf("the model needs %s %s (%s) plus %s of %s, but only %s of %s are free%s; %s",
-		FormatBytes(need), b.Place, strings.Join(parts, ", "), FormatBytes(b.Reserve), b.ReserveFor,
-		FormatBytes(b.Free), FormatBytes(b.Total), detail, advice)
+}
+
+// PlanError is CheckPlan's refusal: what the plan needs against what is free (Text), what to
+// change (Advice: training's flags, which a command with others replaces, WithAdvice) and the
+// budget's own advice (Extra, may be empty).
+type PlanError struct {
+	Text, Advice, Extra string
+}
+
+func (e *PlanError) Error() string {
+	msg := e.Text + "; " + e.Advice
+	if e.Extra != "" {
+		msg += "; " + e.Extra
+	}
+	return msg
+}
+
+// WithAdvice returns err with the advice of the PlanError in it replaced by advice (err as it
+// is when it holds none): a command names its own flags.
+func WithAdvice(err error, advice string) error {
+	var pe *PlanError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	changed := *pe
+	changed.Advice = advice
+	return fmt.Errorf("%s", strings.Replace(err.Error(), pe.Error(), changed.Error(), 1))
 }
 
 // FormatBytes writes a byte count in KiB, MiB or GiB, whichever reads best.

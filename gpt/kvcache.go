@@ -50,6 +50,18 @@ func (m *Model) NewKVCache(B, maxT int) (*KVCache, error) {
 	be := m.be
 	L, C, Vp := c.NumLayers, c.Channels, c.PaddedVocabSize
 	kc := &KVCache{m: m, B: B, maxT: maxT, chunk: max(1, min(maxT, prefillRows/B))}
+	N := B * kc.chunk
+	if mc, ok := be.(backend.MemoryChecker); ok { // before allocating: many samples fill memory
+		el := int64(backend.ElementBytes(be, m.prec.Compute))
+		plan := []backend.MemoryItem{
+			{Name: "KV cache", Bytes: 2 * int64(L) * int64(B) * int64(maxT) * int64(C) * el},
+			{Name: "generation activations", Bytes: int64(N)*int64(16*C)*el + int64(N)*12},
+			{Name: "logits", Bytes: int64(B) * int64(Vp) * el},
+		}
+		if err := mc.CheckMemory(plan); err != nil {
+			return nil, fmt.Errorf("kv cache for %d sequences of %d positions: %w", B, maxT, err)
+		}
+	}
 	// As in Forward, the activations (and so the cached keys and values) are in the model's
 	// compute format, the LayerNorm statistics fp32.
 	a := func(n int) backend.Buf { return m.alloc(n, m.prec.Compute) }
@@ -57,7 +69,6 @@ func (m *Model) NewKVCache(B, maxT int) (*KVCache, error) {
 		kc.keys = append(kc.keys, a(B*maxT*C))
 		kc.vals = append(kc.vals, a(B*maxT*C))
 	}
-	N := B * kc.chunk
 	kc.tokens = be.AllocInt32(N)
 	kc.x, kc.x2, kc.ln, kc.atty, kc.proj = a(N*C), a(N*C), a(N*C), a(N*C), a(N*C)
 	kc.qkv, kc.fch, kc.fchGelu = a(N*3*C), a(N*4*C), a(N*4*C)

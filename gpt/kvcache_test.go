@@ -338,3 +338,14 @@ func BenchmarkKVCacheDecode(b *testing.B) {
 		})
 	}
 }
+
+// A cache too large for memory is refused by its plan, in one line, before anything is
+// allocated (many samples at once filled the host and ended in Go's fatal out-of-memory).
+func TestKVCacheTooLargeIsRefused(t *testing.T) {
+	be := cpu.New(1)
+	m := randomModel(t, be, kvConfig, 1, 1, gpt.Precision{})
+	_, err := m.NewKVCache(1<<28, kvConfig.BlockSize) // 2*2*2^28*24*64 floats: 6 TiB
+	if err == nil || !strings.Contains(err.Error(), "KV cache") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("error %v, want the memory plan's one-line refusal", err)
+	}
+}

@@ -78,7 +78,9 @@ func (m *Model) GenerateBatch(prompt []int32, n int, opts SampleOptions, emit fu
 	}
 	g := &generation{m: m, opts: opts, seqs: make([][]int32, n), emit: emit, stats: &stats}
 	for i := range n {
-		g.seqs[i] = append(make([]int32, 0, len(prompt)+opts.Tokens), prompt...)
+		// Room for the tokens up to a bound: --tokens may ask for more than memory holds, and
+		// generation stops at an error or the caller's interrupt long before that.
+		g.seqs[i] = append(make([]int32, 0, len(prompt)+min(opts.Tokens, 1<<16)), prompt...)
 		g.rngs = append(g.rngs, rand.New(rand.NewPCG(opts.Seed, 0x5a5a5a5a+uint64(i))))
 	}
 	V := m.Config.VocabSize
@@ -117,7 +119,7 @@ func (g *generation) cached() error {
 		return err
 	}
 	start := time.Now()
-	window := min(len(g.seqs[0]), ctx)
+	window := g.promptWindow(ctx)
 	kc.Truncate(0)
 	if err := kc.Append(g.lastTokens(window), window); err != nil {
 		return err
@@ -171,6 +173,7 @@ func (g *generation) uncached() error {
 		return fmt.Errorf("generate without the cache: %d samples of %d positions exceed the model's planned (%d,%d)", n, ctx, m.maxB, m.maxT)
 	}
 	start := time.Now()
+	g.promptWindow(ctx)
 	for step := range g.opts.Tokens {
 		T := min(len(g.seqs[0]), ctx)
 		if _, err := m.Forward(g.lastTokens(T), nil, n, T); err != nil {
@@ -187,6 +190,18 @@ func (g *generation) uncached() error {
 	g.stats.Gen = time.Since(start)
 	g.stats.NewTokens = g.opts.Tokens
 	return nil
+}
+
+// promptWindow returns how many of the prompt's last tokens the model reads, at most the
+// context ctx, as the stats' prompt length, saying so in the notices when that cuts the prompt.
+func (g *generation) promptWindow(ctx int) int {
+	n := len(g.seqs[0])
+	window := min(n, ctx)
+	if window < n && g.opts.Notices != nil {
+		fmt.Fprintf(g.opts.Notices, "the prompt is %d tokens; the model reads its last %d (its context)\n", n, window)
+	}
+	g.stats.PromptTokens = window
+	return window
 }
 
 // lastTokens returns the last T tokens of every sequence, (n,T) row-major.

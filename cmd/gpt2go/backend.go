@@ -91,17 +91,21 @@ func (d *deviceFlags) checkInt8() error {
 // from the checkpoint file into the model when loadFlags.open left them there; otherwise it
 // drops loaded.Params, the host copy, once the model holds them, so that it can be freed (a
 // second model needs the weights loaded again).
-func (d *deviceFlags) newModel(loaded *train.Loaded, be backend.Backend, B, T int, opts ...gpt.InferenceOption) (*gpt.Model, error) {
+// When the model does not fit, the error's advice names shrink, the command's flags that
+// would make it fit.
+func (d *deviceFlags) newModel(loaded *train.Loaded, be backend.Backend, B, T int, shrink string, opts ...gpt.InferenceOption) (*gpt.Model, error) {
+	advice := "use " + shrink + "a smaller model"
 	if !d.int8 {
+		advice += ", or --int8 (its matmul weights in a quarter of the bytes)"
 		model, err := loaded.NewInferenceModel(be, B, T, d.modelPrecision(), opts...)
 		if err == nil {
 			loaded.Params = nil
 		}
-		return model, err
+		return model, backend.WithAdvice(err, advice)
 	}
 	model, st, err := gpt.NewInferenceInt8(be, loaded.Config, B, T, d.modelPrecision(), loaded.ReadParams, opts...)
 	if err != nil {
-		return nil, err
+		return nil, backend.WithAdvice(err, advice)
 	}
 	loaded.Params = nil
 	fmt.Fprintf(d.stderr, "int8 weights: %.1f MB (fp32: %.1f MB)\n", float64(st.Int8Bytes)/1e6, float64(st.FP32Bytes)/1e6)

@@ -62,7 +62,7 @@ func (e *evalTaskFlags) runHellaSwag(loaded *train.Loaded, lf *loadFlags, dev *d
 	if err != nil {
 		return err
 	}
-	model, err := dev.newModel(loaded, be, 4, window)
+	model, err := dev.newModel(loaded, be, 4, window, "")
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func (e *evalTaskFlags) runText(loaded *train.Loaded, lf *loadFlags, dev *device
 		return err
 	}
 	B = min(B, (len(ids)-1+T-1)/T) // no larger than the text needs
-	model, err := dev.newModel(loaded, be, B, T, lossOnly(be)...)
+	model, err := dev.newModel(loaded, be, B, T, "a smaller --batch-size or --seq-len, ", lossOnly(be)...)
 	if err != nil {
 		return err
 	}

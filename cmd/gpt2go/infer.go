@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/data"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/hf"
@@ -122,11 +123,12 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if opts.NoCache {
 		planT = loaded.Config.BlockSize
 	}
-	model, err := dev.newModel(loaded, be, 1, planT)
+	model, err := dev.newModel(loaded, be, 1, planT, "")
 	if err != nil {
 		return err
 	}
-	return printSamples(model, ids, prompt, tok, opts, numSamples, stdout, stderr)
+	err = printSamples(model, ids, prompt, tok, opts, numSamples, stdout, stderr)
+	return backend.WithAdvice(err, "use a smaller --num-samples, a smaller model, or --int8")
 }
 
 func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
@@ -196,7 +198,7 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	model, err := dev.newModel(loaded, be, B, T, lossOnly(be)...)
+	model, err := dev.newModel(loaded, be, B, T, "a smaller --batch-size or --seq-len, ", lossOnly(be)...)
 	if err != nil {
 		return err
 	}
@@ -232,8 +234,12 @@ func sameTokens(m *train.Loaded, path string) error {
 	have := train.TokenizerInfoFromMeta(meta)
 	if m.Run != nil && m.Run.Tokenizer != nil {
 		if !m.Run.Tokenizer.SameIDs(have) {
-			return fmt.Errorf("the data %s is tokenized with %s (%d tokens), not the model's %s tokenizer: its ids would be read as other tokens; evaluate on data prepared with the model's tokenizer",
-				path, meta.Tokenizer, meta.VocabSize, m.Run.Tokenizer.Name)
+			what := fmt.Sprintf("the %s tokenizer (%d tokens)", meta.Tokenizer, meta.VocabSize)
+			if meta.Tokenizer == m.Run.Tokenizer.Name {
+				what = fmt.Sprintf("a %s tokenizer with other ids (%d tokens)", meta.Tokenizer, meta.VocabSize)
+			}
+			return fmt.Errorf("the data %s is tokenized with %s, not the model's %s tokenizer: its ids would be read as other tokens; evaluate on data prepared with the model's tokenizer",
+				path, what, m.Run.Tokenizer.Name)
 		}
 		return nil
 	}

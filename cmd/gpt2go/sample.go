@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/tokenizer"
@@ -23,9 +24,11 @@ func printSamples(model *gpt.Model, ids []int32, prompt string, tok tokenizer.To
 	later := make([][]int, n) // samples 1..n-1, printed when all are done
 	separator(0)
 	fmt.Fprint(stdout, prompt)
+	prev := int(ids[len(ids)-1]) // sample 0's last token so far
 	_, stats, err := model.GenerateBatch(ids, n, opts, func(i int, id int32) {
 		if i == 0 {
-			fmt.Fprint(stdout, tok.Decode([]int{int(id)}))
+			fmt.Fprint(stdout, continuation(tok, prev, []int{int(id)}))
+			prev = int(id)
 		} else {
 			later[i] = append(later[i], int(id))
 		}
@@ -33,7 +36,7 @@ func printSamples(model *gpt.Model, ids []int32, prompt string, tok tokenizer.To
 	fmt.Fprintln(stdout)
 	for i := 1; i < n; i++ {
 		separator(i)
-		fmt.Fprintln(stdout, prompt+tok.Decode(later[i]))
+		fmt.Fprintln(stdout, prompt+continuation(tok, int(ids[len(ids)-1]), later[i]))
 	}
 	if err != nil {
 		return err
@@ -48,4 +51,17 @@ func printSamples(model *gpt.Model, ids []int32, prompt string, tok tokenizer.To
 			stats.NewTokens-1, n, stats.Gen.Seconds(), stats.GenTokPerSec(), how, model.Backend().Name())
 	}
 	return nil
+}
+
+// continuation is the text that ids add after the token before: what decoding both adds to
+// decoding before alone. A tokenizer whose Decode joins tokens with spaces (WordPiece: "the"
+// "king" reads "the king", "king" "##s" reads "kings") spaces the first of ids as it would mid-
+// text, where decoding ids alone would glue it to what came before.
+func continuation(tok tokenizer.Tokenizer, before int, ids []int) string {
+	head := tok.Decode([]int{before})
+	all := tok.Decode(append([]int{before}, ids...))
+	if rest, ok := strings.CutPrefix(all, head); ok {
+		return rest
+	}
+	return tok.Decode(ids)
 }

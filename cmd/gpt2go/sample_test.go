@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpt2go/gpt2go/tokenizer"
 )
 
 // sample with the KV cache: several samples as one batch, each printed after a separator, with
@@ -41,4 +43,32 @@ func TestSampleBatchAndCache(t *testing.T) {
 	mustFail(t, "--num-samples", append(base, "--no-cache", "--num-samples", "2")...)
 	mustFail(t, "--num-samples", append(base, "--num-samples", "0")...)
 	mustFail(t, "temperature finite", append(base, "--temperature", "NaN")...)
+}
+
+// A sample's text after its prompt is what decoding them together adds: WordPiece spaces words
+// ("the" "king" reads "the king") and joins pieces ("king" "##s" reads "kings"), which decoding
+// each new token alone (streaming) or the new tokens alone (later samples) got wrong.
+func TestContinuation(t *testing.T) {
+	wp, err := tokenizer.ReadWordPiece("../../tokenizer/testdata/wordpiece/vocab.txt", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := func(s string) int { return wp.Encode([]byte(s))[0] }
+	the, king, s := id("the"), id("king"), 443 // "##s", line 444 of vocab.txt
+	for _, c := range []struct {
+		before int
+		ids    []int
+		want   string
+	}{{the, []int{king}, " king"}, {king, []int{s}, "s"}, {the, []int{king, s, the}, " kings the"}} {
+		if got := continuation(wp, c.before, c.ids); got != c.want {
+			t.Errorf("continuation(%d, %v) = %q, want %q", c.before, c.ids, got, c.want)
+		}
+	}
+	byteTok, err := tokenizer.New("byte", "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := continuation(byteTok, 'a', []int{0xc3, 0xa9}); got != "\xc3\xa9" {
+		t.Errorf("byte tokens: %q, want the bytes as they are", got)
+	}
 }
