@@ -69,9 +69,10 @@ func List(runDir string) ([]Entry, error) {
 }
 
 // LoadLatest loads the newest checkpoint of the run that loads and verifies, and returns it with
-// its path. Newer checkpoints that fail are skipped, never deleted, and each failure is returned
-// in warnings for the caller to print. It is an error if no checkpoint is usable; the error wraps
-// ErrNoCheckpoint when there are none at all.
+// its path. Newer checkpoints that are damaged (ErrCorrupt, ErrNotCheckpoint) are skipped, never
+// deleted, and each failure is returned in warnings for the caller to print; any other failure
+// (a newer format, a file that cannot be read) is the error. It is an error if no checkpoint is
+// usable; the error wraps ErrNoCheckpoint when there are none at all.
 func LoadLatest(runDir string) (c *Checkpoint, path string, warnings []error, err error) {
 	return loadLatest(runDir, Load)
 }
@@ -99,9 +100,16 @@ func loadLatest(runDir string, load func(string) (*Checkpoint, error)) (c *Check
 		c, err := load(e.Path)
 		if err == nil && c.Step != e.Step {
 			c.Close()
-			err = fmt.Errorf("checkpoint %s holds step %d, not the step its name says", e.Path, c.Step)
+			err = fmt.Errorf("checkpoint %s holds step %d, not the step its name says: %w", e.Path, c.Step, ErrCorrupt)
 		}
 		if err != nil {
+			// Only a damaged file (or one gone since the listing: another rank set it aside) is
+			// passed over for an older one. A newer format (upgrade gpt2go) or a file that
+			// cannot be read now (permissions, I/O) is the run's newest state still: going back
+			// past it would train over it.
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotCheckpoint) && !errors.Is(err, fs.ErrNotExist) {
+				return nil, "", warnings, err
+			}
 			warnings = append(warnings, err)
 			continue
 		}
@@ -110,10 +118,11 @@ func loadLatest(runDir string, load func(string) (*Checkpoint, error)) (c *Check
 	return nil, "", warnings, fmt.Errorf("none of the %d checkpoints in %s is usable", len(entries), Dir(runDir))
 }
 
-// Prune deletes all but the newest keep checkpoints of the run (keep <= 0 keeps all). Step 0, the
-// initial model, is never deleted and does not count towards keep. Call it only after a new
-// checkpoint has been saved, so the newest good one is always kept.
-func Prune(runDir string, keep int) error {
+// Prune deletes all but the newest keep checkpoints of the run up to step saved, the one just
+// saved (keep <= 0 keeps all). Step 0, the initial model, is never deleted and does not count
+// towards keep; nor do files of later steps (left by a run that went back past them), which
+// are not deleted either, so saved itself always stays.
+func Prune(runDir string, keep, saved int) error {
 	if keep <= 0 {
 		return nil
 	}
@@ -121,7 +130,7 @@ func Prune(runDir string, keep int) error {
 	if err != nil {
 		return err
 	}
-	entries = slices.DeleteFunc(entries, func(e Entry) bool { return e.Step == 0 })
+	entries = slices.DeleteFunc(entries, func(e Entry) bool { return e.Step == 0 || e.Step > saved })
 	var errs []error
 	for _, e := range entries[:max(len(entries)-keep, 0)] {
 		if err := os.Remove(e.Path); err != nil {
@@ -129,4 +138,27 @@ func Prune(runDir string, keep int) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// SetAside renames the checkpoints of steps after step (the damaged ones a resume from step
+// passed over) to NAME.unusable, out of List's sight: they no longer shadow the checkpoints the
+// resumed run writes, nor count when they are pruned, and they stay for a person to look at.
+// Call it with the run locked. It returns the new names.
+func SetAside(runDir string, step int) ([]string, error) {
+	entries, err := List(runDir)
+	if err != nil {
+		return nil, err
+	}
+	var moved []string
+	for _, e := range entries {
+		if e.Step <= step {
+			continue
+		}
+		aside := e.Path + ".unusable"
+		if err := os.Rename(e.Path, aside); err != nil {
+			return moved, fmt.Errorf("set aside the unusable %s: %w", e.Path, err)
+		}
+		moved = append(moved, aside)
+	}
+	return moved, nil
 }

@@ -1,12 +1,18 @@
 package checkpoint
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gpt2go/gpt2go/safetensors"
 )
 
 // saveSteps saves a tiny checkpoint for each step into runDir.
@@ -142,7 +148,7 @@ func TestPrune(t *testing.T) {
 			if tt.steps != nil {
 				os.WriteFile(tmp, nil, 0o644)
 			}
-			if err := Prune(run, tt.keep); err != nil {
+			if err := Prune(run, tt.keep, 1<<30); err != nil {
 				t.Fatal(err)
 			}
 			if got := listSteps(t, run); !reflect.DeepEqual(got, tt.want) {
@@ -152,5 +158,65 @@ func TestPrune(t *testing.T) {
 				t.Fatal("Prune removed a file that is not a checkpoint")
 			}
 		})
+	}
+}
+
+// withVersion rewrites the checkpoint at path as one of format version v (its header checksum
+// made again), as a newer gpt2go would write it.
+func withVersion(t *testing.T, path string, v int) {
+	t.Helper()
+	h, err := safetensors.ReadFileHeader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := make([]safetensors.Spec, len(h.Tensors))
+	for i, ti := range h.Tensors {
+		specs[i] = ti.Spec()
+	}
+	meta := maps.Clone(h.Metadata)
+	meta[keyVersion] = strconv.Itoa(v)
+	b = bytes.Replace(b, []byte(fmt.Sprintf("%q:%q", keyVersion, h.Metadata[keyVersion])), []byte(fmt.Sprintf("%q:%q", keyVersion, meta[keyVersion])), 1)
+	b = bytes.Replace(b, []byte(h.Metadata[keyHeaderCRC]), []byte(fmt.Sprintf("%08x", headerCRC(meta, specs))), 1)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Resume goes back past a damaged checkpoint, not past one of a newer format: that one is the
+// run's newest state, which an older gpt2go must not train over.
+func TestLoadLatestStopsAtNewerVersion(t *testing.T) {
+	run := t.TempDir()
+	saveSteps(t, run, 0, 100)
+	withVersion(t, Path(run, 100), Version+1)
+	if _, err := Load(Path(run, 100)); !errors.Is(err, ErrTooNew) {
+		t.Fatalf("the rewritten file: %v, want ErrTooNew", err)
+	}
+	_, _, _, err := LoadLatest(run)
+	if !errors.Is(err, ErrTooNew) || !strings.Contains(err.Error(), "upgrade gpt2go") {
+		t.Fatalf("LoadLatest: %v, want the newer version's error", err)
+	}
+}
+
+// Prune keeps the step just saved and leaves later steps (from before a resume went back past
+// them) alone.
+func TestPruneKeepsSaved(t *testing.T) {
+	run := t.TempDir()
+	saveSteps(t, run, 0, 100, 200, 300)
+	if err := Prune(run, 1, 200); err != nil {
+		t.Fatal(err)
+	}
+	if got := listSteps(t, run); !reflect.DeepEqual(got, []int{0, 200, 300}) {
+		t.Fatalf("after Prune(keep 1, saved 200): %v, want [0 200 300]", got)
+	}
+	moved, err := SetAside(run, 200)
+	if err != nil || len(moved) != 1 || moved[0] != Path(run, 300)+".unusable" {
+		t.Fatalf("SetAside: %v, %v", moved, err)
+	}
+	if got := listSteps(t, run); !reflect.DeepEqual(got, []int{0, 200}) {
+		t.Fatalf("after SetAside(200): %v, want [0 200]", got)
 	}
 }

@@ -3,9 +3,11 @@ package train
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gpt2go/gpt2go/checkpoint"
 	"github.com/gpt2go/gpt2go/data"
 	"github.com/gpt2go/gpt2go/gpt"
 )
@@ -69,5 +71,103 @@ func TestCheckDataTokens(t *testing.T) {
 	}
 	if err := checkDataTokens(gpt2, nil); err != nil {
 		t.Errorf("data without meta.json: %v", err)
+	}
+}
+
+// A resume that passes over a damaged newest checkpoint sets it aside, and the checkpoints it
+// then writes survive --keep-ckpts: pruning counted the damaged file among the newest and
+// deleted each new checkpoint as soon as it was written.
+func TestResumePastDamagedCheckpointKeepsNewOnes(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Steps, cfg.CkptEvery, cfg.KeepCkpts, cfg.EvalEvery = 8, 4, 1, 0
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	damaged := checkpoint.Path(dir, 8)
+	b, err := os.ReadFile(damaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-10] ^= 0xff
+	os.WriteFile(damaged, b, 0o644)
+	var out strings.Builder
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Resume: true, StopAt: 6, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := checkpoint.List(dir)
+	var steps []int
+	for _, e := range entries {
+		steps = append(steps, e.Step)
+	}
+	if !slices.Equal(steps, []int{0, 6}) {
+		t.Fatalf("checkpoints after the resume: steps %v, want [0 6]; output:\n%s", steps, out.String())
+	}
+	if _, err := os.Stat(damaged + ".unusable"); err != nil || !strings.Contains(out.String(), "set aside "+damaged+".unusable") {
+		t.Errorf("the damaged checkpoint was not set aside (%v); output:\n%s", err, out.String())
+	}
+	out.Reset()
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Resume: true, StopAt: 7, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "(step 6)") {
+		t.Errorf("the next resume did not start from step 6:\n%s", out.String())
+	}
+}
+
+// Resume cuts the log after the checkpoint's step, torn lines included (one left mid-file broke
+// plot and report), and the samples file the same way (samples came twice).
+func TestTruncateLogAndSamples(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log.jsonl")
+	os.WriteFile(log, []byte("{\"step\":1,\"loss\":2}\n{\"step\":2,\"lo\n{\"step\":2,\"loss\":1}\n{\"step\":3,\"loss\":0.5}\n{\"step\":4,\"lo"), 0o644)
+	if err := truncateLog(log, 2); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(log); string(b) != "{\"step\":1,\"loss\":2}\n{\"step\":2,\"loss\":1}\n" {
+		t.Errorf("log after truncateLog(2): %q", b)
+	}
+	samples := filepath.Join(dir, "samples.txt")
+	os.WriteFile(samples, []byte("---- step 5 ----\nto be\n---- step 10 ----\nor not\n---- step 15 ----\nto be\n"), 0o644)
+	if err := truncateSamples(samples, 10); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(samples); string(b) != "---- step 5 ----\nto be\n---- step 10 ----\nor not\n" {
+		t.Errorf("samples after truncateSamples(10): %q", b)
+	}
+}
+
+// A resume removes the temporary files of the trainer's writes that a crash cut short, and
+// --force removes a --log file elsewhere with the rest of the run.
+func TestResumeAndForceClearLeftovers(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Steps, cfg.CkptEvery, cfg.EvalEvery = 4, 2, 0
+	dir := filepath.Join(t.TempDir(), "run")
+	cfg.LogFile = filepath.Join(t.TempDir(), "elsewhere.jsonl")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	stale := []string{filepath.Join(checkpoint.Dir(dir), ".step_00000006.safetensors.tmp-123"), filepath.Join(dir, ".log.jsonl.tmp-9")}
+	other := filepath.Join(dir, ".report.html.tmp-5") // another command's, maybe being written
+	for _, p := range append(stale, other) {
+		os.WriteFile(p, []byte("partial"), 0o644)
+	}
+	cfg.Steps = 6
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Resume: true, Set: map[string]bool{"steps": true}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range stale {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s is still there", p)
+		}
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another command's temporary file was removed: %v", err)
+	}
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if steps, _ := readLog(t, cfg.LogFile); len(steps) != 6 {
+		t.Errorf("--force then 6 steps: %d steps in the --log file, want 6 (the old run's were kept)", len(steps))
 	}
 }

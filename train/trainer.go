@@ -1,7 +1,6 @@
 package train
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -191,7 +190,7 @@ func openLocked(opts Options) (*Trainer, error) {
 		defer ck.Close()
 	} else {
 		if t.rank0() {
-			if err := prepareRunDir(opts.RunDir, opts.Force); err != nil {
+			if err := prepareRunDir(opts.RunDir, opts.Force, opts.Config.LogFile); err != nil {
 				return nil, err
 			}
 		}
@@ -220,6 +219,12 @@ func openLocked(opts Options) (*Trainer, error) {
 	// initWeights'), whose own bound, --dist-timeout, counts from when it is queued.
 	if t.distributed() {
 		if err := dist.BarrierWithin(t.comm, soloTimeout); err != nil {
+			t.close()
+			return nil, err
+		}
+	}
+	if t.distributed() {
+		if err := t.sameStart(ck); err != nil {
 			t.close()
 			return nil, err
 		}
@@ -255,6 +260,27 @@ func openLocked(opts Options) (*Trainer, error) {
 	return t, nil
 }
 
+// sameStart checks that every rank starts from the same step: each picks the run's newest good
+// checkpoint itself, and a rank that sees the run folder otherwise (a stale network file system,
+// a file it could not read) would train other weights on other data beside the rest.
+func (t *Trainer) sameStart(ck *checkpoint.Checkpoint) error {
+	step := -1 // a new run
+	if ck != nil {
+		step = ck.Step
+	}
+	all, err := t.gatherFloats([]float32{float32(step >> 16), float32(step & 0xffff)}) // exact in float32
+	if err != nil {
+		return err
+	}
+	for r := 0; r+1 < len(all); r += 2 {
+		if s := int(all[r])<<16 + int(all[r+1]); s != step {
+			return fmt.Errorf("rank %d starts from step %d of %s but rank %d from step %d: every rank must see the same checkpoints (a shared folder, no stale copies)",
+				t.comm.Rank(), step, t.opts.RunDir, r/2, s)
+		}
+	}
+	return nil
+}
+
 func (t *Trainer) logPath() string {
 	if t.cfg.LogFile != "" {
 		return t.cfg.LogFile
@@ -263,7 +289,7 @@ func (t *Trainer) logPath() string {
 }
 
 // prepareRunDir makes dir ready for a new run, refusing to touch an existing run unless force.
-func prepareRunDir(dir string, force bool) error {
+func prepareRunDir(dir string, force bool, logFile string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create run directory: %w", err)
 	}
@@ -278,6 +304,9 @@ func prepareRunDir(dir string, force bool) error {
 	for _, name := range []string{runFile, logFile, samplesFile} {
 		os.Remove(filepath.Join(dir, name))
 	}
+	if logFile != "" { // --log: the run's log, elsewhere
+		os.Remove(logFile)
+	}
 	events, _ := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
 	for _, name := range events {
 		os.Remove(name)
@@ -287,6 +316,9 @@ func prepareRunDir(dir string, force bool) error {
 
 func (t *Trainer) loadForResume() (*checkpoint.Checkpoint, error) {
 	dir := t.opts.RunDir
+	if t.rank0() { // under the run's lock: no writer owns them
+		removeStaleTemps(dir)
+	}
 	// Verified whole but not read: restore streams it into the model, so the process never holds
 	// the parameters and both moments twice.
 	ck, path, warnings, err := checkpoint.LoadLatestVerified(dir)
@@ -299,6 +331,16 @@ func (t *Trainer) loadForResume() (*checkpoint.Checkpoint, error) {
 	if err := t.resumeFrom(ck, path); err != nil {
 		ck.Close()
 		return nil, err
+	}
+	if len(warnings) > 0 && t.rank0() { // under the run's lock
+		moved, err := checkpoint.SetAside(dir, ck.Step)
+		for _, m := range moved {
+			fmt.Fprintf(t.out, "set aside %s\n", m)
+		}
+		if err != nil {
+			ck.Close()
+			return nil, err
+		}
 	}
 	return ck, nil
 }
@@ -403,10 +445,32 @@ func (t *Trainer) restore(ck *checkpoint.Checkpoint) error {
 	if !t.rank0() {
 		return nil
 	}
+	if err := truncateSamples(filepath.Join(t.opts.RunDir, samplesFile), t.state.Step); err != nil {
+		return err
+	}
 	return truncateLog(t.logPath(), t.state.Step)
 }
 
-// truncateLog removes entries with "step" > step from a JSONL log (atomically).
+// removeStaleTemps deletes the temporary files of the trainer's writes that a crash interrupted
+// (a checkpoint's can be as large as the checkpoint): the hidden NAME.tmp-N files atomicfile
+// writes and renames, of the checkpoints and the run's own files (not other commands' outputs,
+// which may be being written now). Errors are ignored: they are litter.
+func removeStaleTemps(dir string) {
+	patterns := []string{filepath.Join(checkpoint.Dir(dir), ".step_*.tmp-*")}
+	for _, name := range []string{runFile, logFile, samplesFile} {
+		patterns = append(patterns, filepath.Join(dir, "."+name+".tmp-*"))
+	}
+	for _, pattern := range patterns {
+		names, _ := filepath.Glob(pattern)
+		for _, name := range names {
+			os.Remove(name)
+		}
+	}
+}
+
+// truncateLog removes entries with "step" > step from a JSONL log (atomically), and lines that
+// are not JSON: a line torn by a crash or a full disk, which would otherwise sit mid-file once
+// the resumed run appends after it.
 func truncateLog(path string, step int) error {
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -415,22 +479,40 @@ func truncateLog(path string, step int) error {
 		return err
 	}
 	var kept bytes.Buffer
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<26)
-	for sc.Scan() {
+	for line := range bytes.SplitSeq(raw, []byte("\n")) {
 		var e struct {
 			Step int `json:"step"`
 		}
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Step > step {
+		if len(line) == 0 || json.Unmarshal(line, &e) != nil || e.Step > step {
 			continue
 		}
-		kept.Write(sc.Bytes())
+		kept.Write(line)
 		kept.WriteByte('\n')
 	}
-	if kept.Len() == len(raw) {
+	if bytes.Equal(kept.Bytes(), raw) {
 		return nil
 	}
 	return atomicfile.WriteBytes(path, kept.Bytes())
+}
+
+// truncateSamples removes the samples of steps after step from samples.txt (atomically): its
+// sections start with a line "---- step N ----".
+func truncateSamples(path string, step int) error {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	off := 0
+	for line := range bytes.SplitAfterSeq(raw, []byte("\n")) {
+		var n int
+		if _, err := fmt.Sscanf(string(line), "---- step %d ----\n", &n); err == nil && n > step {
+			return atomicfile.WriteBytes(path, raw[:off])
+		}
+		off += len(line)
+	}
+	return nil
 }
 
 func (t *Trainer) close() {
@@ -680,7 +762,7 @@ func (t *Trainer) writeCheckpoint(m1, m2 backend.Buf) error {
 		return err
 	}
 	t.last = path
-	return checkpoint.Prune(t.opts.RunDir, t.cfg.KeepCkpts)
+	return checkpoint.Prune(t.opts.RunDir, t.cfg.KeepCkpts, t.state.Step)
 }
 
 // ParamTensors describes the model's flat parameter layout for a checkpoint (a trainable or
