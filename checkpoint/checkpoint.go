@@ -540,7 +540,7 @@ func decodeHeader(path string, h *safetensors.Header, keep int) (*Checkpoint, er
 	case !hasFormat:
 		return nil, &loadError{path, "is not a gpt2go checkpoint (no format in its metadata)", ErrNotCheckpoint}
 	case format != Format && !hasHeaderCRC:
-		return nil, &loadError{path, fmt.Sprintf("is not a gpt2go checkpoint (format %q, want %q)", format, Format), ErrNotCheckpoint}
+		return nil, &loadError{path, foreignFormat(format), ErrNotCheckpoint}
 	case !hasHeaderCRC:
 		return nil, corrupt(path, "no %s in the metadata", keyHeaderCRC)
 	}
@@ -553,7 +553,7 @@ func decodeHeader(path string, h *safetensors.Header, keep int) (*Checkpoint, er
 		return nil, corrupt(path, "header checksum mismatch")
 	}
 	if format != Format {
-		return nil, &loadError{path, fmt.Sprintf("is not a gpt2go checkpoint (format %q, want %q)", format, Format), ErrNotCheckpoint}
+		return nil, &loadError{path, foreignFormat(format), ErrNotCheckpoint}
 	}
 	version, err := strconv.Atoi(meta[keyVersion])
 	switch {
@@ -680,4 +680,14 @@ func readData(f io.ReaderAt, h *safetensors.Header, c *Checkpoint) error {
 		return ErrCorrupt
 	}
 	return nil
+}
+
+// foreignFormat says what a safetensors file of another format is, with the way to read a
+// Hugging Face (PyTorch, "pt") weights file.
+func foreignFormat(format string) string {
+	msg := fmt.Sprintf("is not a gpt2go checkpoint (format %q, want %q)", format, Format)
+	if format == "pt" {
+		msg += "; a Hugging Face weights file is read with --init FILE (or its folder)"
+	}
+	return msg
 }

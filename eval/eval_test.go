@@ -193,6 +193,11 @@ func TestReadHellaSwag(t *testing.T) {
 		t.Errorf("limit 2: %+v", items)
 	}
 	dir := t.TempDir()
+	hfCopy := filepath.Join(dir, "hf.jsonl") // the Hugging Face datasets copy writes labels as strings
+	os.WriteFile(hfCopy, []byte(`{"ctx":"a","endings":["b","c","d","e"],"label":"3"}`+"\n"), 0o644)
+	if items, err := ReadHellaSwag(hfCopy, 0); err != nil || len(items) != 1 || items[0].Label != 3 {
+		t.Errorf("a string label: %+v, %v", items, err)
+	}
 	for _, tc := range []struct{ name, line, want string }{
 		{"three endings", `{"ctx":"a","endings":["b","c","d"],"label":0}`, "3 endings"},
 		{"no label", `{"ctx":"a","endings":["b","c","d","e"]}`, "no label"},
@@ -200,6 +205,8 @@ func TestReadHellaSwag(t *testing.T) {
 		{"no ctx", `{"endings":["b","c","d","e"],"label":0}`, "no ctx"},
 		{"not json", `{"ctx":`, "line 1"},
 		{"empty", ``, "no items"},
+		{"string label out of range", `{"ctx":"a","endings":["b","c","d","e"],"label":"7"}`, "label 7"},
+		{"label not a number", `{"ctx":"a","endings":["b","c","d","e"],"label":"x"}`, `label "x" is not a number`},
 	} {
 		path := filepath.Join(dir, tc.name+".jsonl")
 		os.WriteFile(path, []byte(tc.line+"\n"), 0o644)

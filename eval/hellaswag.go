@@ -21,6 +21,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gpt2go/gpt2go/gpt"
@@ -60,7 +61,7 @@ func ReadHellaSwag(path string, limit int) ([]Item, error) {
 		}
 		var it struct {
 			Item
-			Label *int `json:"label"`
+			Label *label `json:"label"`
 		}
 		if err := json.Unmarshal(raw, &it); err != nil {
 			return nil, fmt.Errorf("hellaswag %s line %d: %w", path, line, err)
@@ -75,7 +76,7 @@ func ReadHellaSwag(path string, limit int) ([]Item, error) {
 		case *it.Label < 0 || *it.Label > 3:
 			return nil, fmt.Errorf("hellaswag %s line %d: label %d, want 0..3", path, line, *it.Label)
 		}
-		it.Item.Label = *it.Label
+		it.Item.Label = int(*it.Label)
 		items = append(items, it.Item)
 	}
 	if err := sc.Err(); err != nil {
@@ -326,4 +327,26 @@ func items(n int) string {
 		return "1 item"
 	}
 	return fmt.Sprintf("%d items", n)
+}
+
+// label is an item's correct ending: a number in the original files, a string of one digit
+// ("3") in the Hugging Face datasets copy (Rowan/hellaswag).
+type label int
+
+func (l *label) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("label %q is not a number", s)
+		}
+		*l = label(n)
+		return nil
+	}
+	var n int
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("label %s is not a number", b)
+	}
+	*l = label(n)
+	return nil
 }

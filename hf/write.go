@@ -1,8 +1,10 @@
 package hf
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +20,9 @@ type Written struct {
 	Files []string // file names inside the folder
 	// NoTokenizer says why no tokenizer files were written ("" when they were).
 	NoTokenizer string
+	// Removed are the tokenizer files of another model that were in the folder, removed when
+	// this export writes none.
+	Removed []string
 }
 
 // Write saves cfg and params (gpt.ParamSpecs order) as a Hugging Face GPT-2 folder that
@@ -45,7 +50,11 @@ func WriteFrom(dir string, cfg gpt.Config, read gpt.ParamsReader, tok tokenizer.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
-	conf, err := configJSON(cfg, tok)
+	confTok := tok
+	if tok != nil && tok.VocabSize() != cfg.VocabSize {
+		confTok = nil // its EOT and [PAD] ids would name other tokens in config.json (writeTokenizer says why)
+	}
+	conf, err := configJSON(cfg, confTok)
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +73,17 @@ func WriteFrom(dir string, cfg gpt.Config, read gpt.ParamsReader, tok tokenizer.
 	}
 	out.Files = append(out.Files, files...)
 	out.NoTokenizer = why
+	if why != "" {
+		// A tokenizer an earlier export (or a Hub snapshot) left here belongs to another model:
+		// AutoTokenizer would load it beside this one's weights.
+		for _, name := range staleTokenizerFiles {
+			if err := os.Remove(filepath.Join(dir, name)); err == nil {
+				out.Removed = append(out.Removed, name)
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("export: remove the old %s: %w", name, err)
+			}
+		}
+	}
 	return out, nil // (atomicfile writes files readable by all: an export is made to be shared)
 }
 
@@ -132,3 +152,6 @@ func writeWeights(path string, cfg gpt.Config, read gpt.ParamsReader) error {
 		return sw.Close()
 	})
 }
+
+// staleTokenizerFiles are the tokenizer files transformers reads from a model folder.
+var staleTokenizerFiles = []string{VocabFile, MergesFile, TokenizerConfigFile, "tokenizer.json", "special_tokens_map.json", "added_tokens.json"}

@@ -99,7 +99,7 @@ func LoadWeights(path string) (*Loaded, error) {
 
 // notGPT is the error for a BERT encoder at path where a GPT-2 is needed.
 func notGPT(enc *LoadedBERT, path string) error {
-	return fmt.Errorf("%s is a BERT encoder (masked-language model), which predicts masked tokens rather than the next one; use gpt2go fill --ckpt %s --text \"... [MASK] ...\"", enc.Source, path)
+	return fmt.Errorf("%s is a BERT encoder (masked-language model), which predicts masked tokens rather than the next one: sample, eval, export and HellaSwag take a GPT-2; gpt2go fill --ckpt %s --text \"... [MASK] ...\" shows its predictions", enc.Source, path)
 }
 
 // OpenModel is LoadModel leaving a checkpoint's weights in the verified file until ReadParams

@@ -148,7 +148,7 @@ func (d *deviceFlags) openDevice(stderr io.Writer) (backend.Backend, error) {
 		}
 		be, err := d.cuda(ordinal)
 		if err != nil {
-			return nil, fmt.Errorf("--device %s: %w; use --device cpu to train on the CPU", d.device, err)
+			return nil, fmt.Errorf("--device %s: %w; use --device cpu to run on the CPU", d.device, err)
 		}
 		fmt.Fprintf(stderr, "device: %s\n", be.Name())
 		return be, nil

@@ -221,3 +221,30 @@ func TestHFInitErrorsAreOneLine(t *testing.T) {
 		mustFail(t, c.want, c.args...)
 	}
 }
+
+// Exports refuse what they cannot write well: a tokenizer that does not fit the model (its ids
+// went into config.json), an llm.c file onto a folder (found only after writing it all); and a
+// model without GPT2Tokenizer files removes the tokenizer files another model left in the folder.
+func TestExportRefusals(t *testing.T) {
+	run := charRun(t)
+	dir := filepath.Join(t.TempDir(), "hf")
+	os.MkdirAll(dir, 0o755)
+	for _, name := range []string{"vocab.json", "merges.txt", "tokenizer.json"} {
+		os.WriteFile(filepath.Join(dir, name), []byte("{}"), 0o644)
+	}
+	mustFail(t, "--tokenizer gpt2 has 50257 tokens but the model", "export", "--ckpt", run, "--format", "hf", "--out", dir, "--tokenizer", "gpt2")
+	mustFail(t, "--format llmc writes one file", "export", "--ckpt", run, "--out", dir)
+	out := mustRun(t, "export", "--ckpt", run, "--format", "hf", "--out", dir)
+	if !strings.Contains(out, "removed the folder's old tokenizer files (another model's): vocab.json, merges.txt, tokenizer.json") {
+		t.Errorf("export output %q", out)
+	}
+	for _, name := range []string{"vocab.json", "merges.txt", "tokenizer.json"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			t.Errorf("%s is still beside the char model", name)
+		}
+	}
+	conf, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	if strings.Contains(string(conf), "eos_token_id") {
+		t.Errorf("config.json names an EOS id for a tokenizer it has not: %s", conf)
+	}
+}

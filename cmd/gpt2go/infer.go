@@ -44,10 +44,18 @@ func (l *loadFlags) open() (*train.Loaded, error) {
 // for models with GPT-2's vocabulary (llm.c files, Hugging Face GPT-2).
 func (l *loadFlags) tok(m *train.Loaded) (tokenizer.Tokenizer, error) {
 	if l.tokenizer != "" {
-		if l.tokenizer == "char" {
-			return nil, fmt.Errorf("--tokenizer char needs the run's alphabet; use a checkpoint from a char-level run")
+		switch l.tokenizer {
+		case "gpt2", "byte":
+		case "char", "wordpiece":
+			return nil, fmt.Errorf("--tokenizer %s needs the run's own alphabet or vocab, which its checkpoints record: leave out --tokenizer with a checkpoint of a %s run", l.tokenizer, l.tokenizer)
+		default:
+			return nil, fmt.Errorf("unknown --tokenizer %q; use gpt2 or byte (a run's own tokenizer needs no flag)", l.tokenizer)
 		}
-		return tokenizer.New(l.tokenizer, "", true)
+		tok, err := tokenizer.New(l.tokenizer, "", true)
+		if err == nil && tok.VocabSize() != m.Config.VocabSize {
+			return nil, fmt.Errorf("--tokenizer %s has %d tokens but the model %d: its ids would mean other tokens; pass the tokenizer the model was trained with", l.tokenizer, tok.VocabSize(), m.Config.VocabSize)
+		}
+		return tok, err
 	}
 	if m.Run != nil && m.Run.Tokenizer != nil {
 		return m.Run.Tokenizer.Tokenizer()
@@ -295,6 +303,12 @@ func runExport(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if format != "llmc" && format != "hf" {
 		return fmt.Errorf("unknown --format %q; supported: llmc, hf", format)
 	}
+	if st, err := os.Stat(out); err == nil && st.IsDir() != (format == "hf") {
+		if format == "hf" {
+			return fmt.Errorf("--out %s is a file; --format hf writes a folder", out)
+		}
+		return fmt.Errorf("--out %s is a folder; --format llmc writes one file (--out %s), --format hf a folder", out, filepath.Join(out, "model.bin"))
+	}
 	if err := train.CheckOutput(out, "--out"); err != nil {
 		return err
 	}
@@ -319,6 +333,9 @@ func runExport(_ context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "wrote %s (Hugging Face GPT-2: %s; %s, from %s)\n", out, strings.Join(w.Files, ", "), params, loaded.Source)
 		if w.NoTokenizer != "" {
 			fmt.Fprintf(stdout, "no tokenizer files: %s\n", w.NoTokenizer)
+		}
+		if len(w.Removed) > 0 {
+			fmt.Fprintf(stdout, "removed the folder's old tokenizer files (another model's): %s\n", strings.Join(w.Removed, ", "))
 		}
 		return nil
 	}
