@@ -117,9 +117,13 @@ func newLoader(shards []string, B, T int, vocabSize int, shuffle bool, seed uint
 			windows += max(0, s.Tokens-int64(T))
 			l.windowEnd = append(l.windowEnd, windows)
 		}
-		if windows == 0 || (shuffle && total < need) {
+		switch {
+		case windows == 0:
 			l.Close()
-			return nil, tooShort(max(total, longest), need)
+			return nil, fmt.Errorf("data too short: a window is T+1 = %d tokens, but the longest shard has %d; use a shorter --seq-len or more data", T+1, longest)
+		case shuffle && total < need:
+			l.Close()
+			return nil, tooShort(total, need)
 		}
 		if shuffle {
 			l.pcg = rand.NewPCG(pcgSeeds(seed))
@@ -134,7 +138,11 @@ func newLoader(shards []string, B, T int, vocabSize int, shuffle bool, seed uint
 			}
 		}
 		if len(l.usable) == 0 {
+			split := len(l.shards) > 1 && total >= need // the tokens are there, in short shards
 			l.Close()
+			if split {
+				return nil, fmt.Errorf("data in short shards: read in order, a batch is B*T+1 = %d tokens from one shard, but the longest has %d; use --shuffle, a smaller --batch-size/--seq-len, or prepare again with a larger --shard-tokens", need, longest)
+			}
 			return nil, tooShort(longest, need)
 		}
 		l.shard = l.usable[0]
@@ -148,11 +156,24 @@ func newLoader(shards []string, B, T int, vocabSize int, shuffle bool, seed uint
 func pcgSeeds(seed uint64) (uint64, uint64) { return seed, seed ^ 0x9e3779b97f4a7c15 }
 
 func tooShort(have, need int64) error {
-	return fmt.Errorf("data too short: %d tokens < B*T+1 = %d needed; use a smaller --batch-size/--seq-len or more data", have, need)
+	return fmt.Errorf("data too short: %d tokens, fewer than a batch's B*T+1 = %d; use a smaller --batch-size/--seq-len or more data", have, need)
 }
 
 // Skipped lists the shards that sequential mode skips because they hold fewer than B*T+1 tokens.
 func (l *Loader) Skipped() []string { return l.skipped }
+
+// Unread is how many of the shards' tokens one in-order pass never reads (a shard's tail
+// shorter than a batch, and shards shorter than one), of how many: 0 in shuffle mode, whose
+// windows reach every token.
+func (l *Loader) Unread() (unread, total int64) {
+	for _, s := range l.shards {
+		total += s.Tokens
+	}
+	if l.shuffle || l.spreadRows > 0 {
+		return 0, total
+	}
+	return total - l.Batches()*int64(l.B*l.T), total
+}
 
 // Batches is the number of batches one sequential pass over the shards yields (in shuffle mode,
 // the same count, as a measure of an epoch).

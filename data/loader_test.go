@@ -157,9 +157,10 @@ func TestLoaderErrors(t *testing.T) {
 		shuffle bool
 		want    string
 	}{
-		{"too short", paths, 3, 4, 0, false, "data too short: 10 tokens < B*T+1 = 13 needed; use a smaller --batch-size/--seq-len or more data"},
-		{"too short shuffle", paths, 5, 4, 0, true, "data too short: 18 tokens < B*T+1 = 21 needed"},
-		{"no windows", paths, 1, 10, 0, true, "data too short"},
+		{"too short", paths[:1], 3, 4, 0, false, "data too short: 10 tokens, fewer than a batch's B*T+1 = 13; use a smaller --batch-size/--seq-len or more data"},
+		{"short shards", paths, 3, 4, 0, false, "data in short shards: read in order, a batch is B*T+1 = 13 tokens from one shard, but the longest has 10; use --shuffle"},
+		{"too short shuffle", paths, 5, 4, 0, true, "data too short: 18 tokens, fewer than a batch's B*T+1 = 21"},
+		{"no windows", paths, 1, 10, 0, true, "data too short: a window is T+1 = 11 tokens, but the longest shard has 10; use a shorter --seq-len"},
 		{"no shards", nil, 1, 1, 0, false, "no shards"},
 		{"bad shape", paths, 0, 4, 0, false, "must be positive"},
 		{"missing shard", []string{paths[0], paths[0] + ".gone"}, 1, 1, 0, false, "does not exist"},
@@ -304,5 +305,26 @@ func TestLoaderSkip(t *testing.T) {
 				t.Fatalf("state after skips %s, want %s", b, a)
 			}
 		})
+	}
+}
+
+// Unread counts what an in-order pass skips: each shard's tail shorter than a batch.
+func TestLoaderUnread(t *testing.T) {
+	paths := shardsOf(t, 10, 8)
+	l, err := NewLoader(paths, 1, 4, 0, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if unread, total := l.Unread(); unread != 6 || total != 18 {
+		t.Errorf("in order, B=1 T=4 over 10+8 tokens: %d of %d unread, want 6 of 18 (2+1 batches of 4)", unread, total)
+	}
+	s, err := NewLoader(paths, 1, 4, 0, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if unread, _ := s.Unread(); unread != 0 {
+		t.Errorf("shuffled: %d unread, want 0", unread)
 	}
 }

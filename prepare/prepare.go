@@ -176,6 +176,9 @@ func Run(opts Options) (*Result, error) {
 	secs := res.Duration.Seconds()
 	fmt.Fprintf(progressOrDiscard(opts.Progress), "prepared %d files, %.1f MB -> %d train + %d val tokens in %.2f s (%.1f MB/s)\n",
 		res.Files, float64(total)/1e6, meta.TrainTokens, meta.ValTokens, secs, float64(total)/1e6/secs)
+	if opts.ValFraction > 0 && meta.ValTokens == 0 {
+		fmt.Fprintf(progressOrDiscard(opts.Progress), "warning: the validation split came out empty: the text has no place to cut after %.0f%% of it (the split falls on a whitespace or line boundary); training will report no val loss\n", 100*(1-opts.ValFraction))
+	}
 	return res, nil
 }
 

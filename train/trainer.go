@@ -381,9 +381,13 @@ func (t *Trainer) openData() error {
 	if t.train, err = data.NewLoader(ds.TrainShards, cfg.BatchSize, cfg.rowLen(), cfg.Model.VocabSize, cfg.Shuffle, cfg.Seed); err != nil {
 		return err
 	}
+	if unread, total := t.train.Unread(); unread*10 > total && t.rank0() {
+		fmt.Fprintf(t.out, "warning: read in order, each pass leaves %d of the %d training tokens unread (%.0f%%: shards' tails shorter than a batch of B*T+1 tokens, %d shards shorter than one); use --shuffle, or prepare again with a larger --shard-tokens\n",
+			unread, total, 100*float64(unread)/float64(total), len(t.train.Skipped()))
+	}
 	if len(ds.ValShards) > 0 && cfg.EvalEvery > 0 && cfg.EvalBatches > 0 {
 		if t.val, err = data.NewEvalLoader(ds.ValShards, cfg.BatchSize, cfg.rowLen(), cfg.Model.VocabSize, cfg.EvalBatches); err != nil {
-			return fmt.Errorf("validation data: %w", err)
+			return fmt.Errorf("validation data: %w (or train without validation: --eval-every 0)", err)
 		}
 	}
 	t.text = newTextCodec(t.cfg.Tokenizer)

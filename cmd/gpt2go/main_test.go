@@ -327,3 +327,11 @@ func TestShakespeareCharRecipe(t *testing.T) {
 		t.Fatalf("val loss %.4f, want <= 1.95", last)
 	}
 }
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{"runs/shk": "runs/shk", "sp ace/run x": "'sp ace/run x'", "it's": `'it'\''s'`, "": "''"} {
+		if got := shellQuote(in); got != want {
+			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

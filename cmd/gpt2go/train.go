@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gpt2go/gpt2go/bert"
@@ -373,11 +374,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	fmt.Fprintf(stdout, "done: %d steps, train loss %.4f, val loss %s, %.1f ms/step; checkpoint %s\n",
 		sum.Steps, sum.LastLoss, val, sum.MsPerStep, sum.Checkpoint)
-	use := "sample --ckpt " + opts.RunDir
+	run := shellQuote(opts.RunDir)
+	use := "sample --ckpt " + run
 	if sum.Arch == "bert" {
-		use = fmt.Sprintf("fill --ckpt %s --text \"...[MASK]...\"", opts.RunDir)
+		use = fmt.Sprintf("fill --ckpt %s --text \"...[MASK]...\"", run)
 	}
-	fmt.Fprintf(stdout, "next: gpt2go %s   |   gpt2go train --resume %s --steps N\n", use, opts.RunDir)
+	fmt.Fprintf(stdout, "next: gpt2go %s   |   gpt2go train --resume %s --steps N\n", use, run)
 	return nil
 }
 
@@ -386,6 +388,15 @@ func samePath(a, b string) bool {
 	absA, errA := filepath.Abs(a)
 	absB, errB := filepath.Abs(b)
 	return errA == nil && errB == nil && absA == absB
+}
+
+// shellQuote returns path as a shell reads it back: as it is when it holds only characters no
+// shell treats specially, else in single quotes.
+func shellQuote(path string) string {
+	if path != "" && strings.Trim(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./+,:@%=") == "" {
+		return path
+	}
+	return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
 }
 
 // openData resolves a --data spec (a prepared directory, a shard, a text file, `go` or
@@ -397,5 +408,13 @@ func openData(spec, cacheDir string, progress io.Writer, bert bool) (string, *da
 		return "", nil, err
 	}
 	ds, err := data.Open(dir)
-	return dir, ds, err
+	if err != nil {
+		return "", nil, err
+	}
+	if ds.Meta != nil && ds.Meta.Tokenizer != "" { // caught now, not when a sample first decodes
+		if _, err := ds.Tokenizer(); err != nil {
+			return "", nil, fmt.Errorf("data %s: its %s names a tokenizer gpt2go cannot rebuild (%v); prepare it again", dir, data.MetaFile, err)
+		}
+	}
+	return dir, ds, nil
 }
