@@ -1,6 +1,7 @@
 package prepare
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -94,7 +95,7 @@ type encoded struct {
 
 // encodeAll encodes the files on workers goroutines and writes the tokens, in input order, to
 // out: pieces starting at or after byte valStart of the stream go to val.
-func encodeAll(tok tokenizer.Tokenizer, files []inputFile, valStart int64, workers int, out *shardSet, bar *progress.Bar) error {
+func encodeAll(ctx context.Context, tok tokenizer.Tokenizer, files []inputFile, valStart int64, workers int, out *shardSet, bar *progress.Bar) error {
 	jobs := make(chan job, 2*workers)
 	results := make(chan encoded, 2*workers)
 	done := make(chan struct{}) // closed to stop the reader and workers early
@@ -113,6 +114,8 @@ func encodeAll(tok tokenizer.Tokenizer, files []inputFile, valStart int64, worke
 					return nil
 				case <-done:
 					return errStopped
+				case <-ctx.Done():
+					return ctx.Err()
 				}
 			})
 			if err != nil {
@@ -155,6 +158,9 @@ func encodeAll(tok tokenizer.Tokenizer, files []inputFile, valStart int64, worke
 		}
 	}
 	for r := range results {
+		if firstErr == nil && ctx.Err() != nil {
+			stop(ctx.Err())
+		}
 		if firstErr != nil {
 			continue
 		}

@@ -30,6 +30,7 @@ package prepare
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -79,6 +80,9 @@ type Options struct {
 	Workers      int       // encoding goroutines; 0 means GOMAXPROCS
 	Progress     io.Writer // progress bar and summary; nil for silence
 	Fingerprint  string    // recorded in meta.json (Resolve uses it to recognise its caches)
+	// Context stops the preparation when it is done (Ctrl-C), leaving Out as it was; nil
+	// means never.
+	Context context.Context
 }
 
 // Result says what Run wrote.
@@ -132,7 +136,14 @@ func Run(opts Options) (*Result, error) {
 	bar := progress.New(opts.Progress, total, "prepare", "bytes")
 	defer bar.Finish()
 	w := newShardSet(staging, opts.ShardTokens)
-	if err := encodeAll(tok, files, valStart, opts.Workers, w, bar); err != nil {
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := encodeAll(ctx, tok, files, valStart, opts.Workers, w, bar); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("prepare: interrupted; %s is as it was", opts.Out)
+		}
 		w.abort()
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package prepare
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -422,5 +423,21 @@ func TestOutputFolder(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(staging); len(left) != 3 {
 		t.Errorf("staging holds %d entries, want its 3 back", len(left))
+	}
+}
+
+// A cancelled preparation (Ctrl-C) stops, says so and leaves no output and no staging folder.
+func TestRunInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "t.txt")
+	os.WriteFile(text, bytes.Repeat([]byte("to be or not to be\n"), 1<<16), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out := filepath.Join(dir, "out")
+	if _, err := Run(Options{Context: ctx, Inputs: []string{text}, Out: out, Tokenizer: "char"}); err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("error %v, want an interruption", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("the folder holds %d entries after the interruption, want the input alone", len(entries))
 	}
 }

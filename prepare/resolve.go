@@ -56,14 +56,14 @@ func DefaultCacheDir() (string, error) {
 // A cached dataset is reused when its meta.json records the same fingerprint (tokenizer and
 // inputs). cacheDir "" means DefaultCacheDir(). progress (may be nil) gets bars and messages.
 func Resolve(spec, cacheDir string, progress io.Writer) (string, error) {
-	return ResolveFor(spec, cacheDir, progress, false)
+	return ResolveFor(context.Background(), spec, cacheDir, progress, false)
 }
 
 // ResolveFor is Resolve for a model family: with bertSpecials (train --arch bert) the datasets it
 // prepares itself (the default corpus, "shakespeare", a text file) get [PAD] [CLS] [SEP] [MASK]
 // after their vocabulary (Options.BERTSpecials), in their own cache folders (NAME-bert); a
 // directory or shard is returned as it is.
-func ResolveFor(spec, cacheDir string, progress io.Writer, bertSpecials bool) (string, error) {
+func ResolveFor(ctx context.Context, spec, cacheDir string, progress io.Writer, bertSpecials bool) (string, error) {
 	if cacheDir == "" {
 		var err error
 		if cacheDir, err = DefaultCacheDir(); err != nil {
@@ -79,13 +79,13 @@ func ResolveFor(spec, cacheDir string, progress io.Writer, bertSpecials bool) (s
 	}
 	switch spec {
 	case "", "go":
-		return resolveGo(cacheDir, progress, bertSpecials)
+		return resolveGo(ctx, cacheDir, progress, bertSpecials)
 	case "shakespeare":
 		path, err := shakespeareText(cacheDir, progress)
 		if err != nil {
 			return "", err
 		}
-		return prepareText(path, filepath.Join(cacheDir, "shakespeare-char"), progress, bertSpecials)
+		return prepareText(ctx, path, filepath.Join(cacheDir, "shakespeare-char"), progress, bertSpecials)
 	}
 	st, err := os.Stat(spec)
 	if err != nil {
@@ -102,7 +102,7 @@ func ResolveFor(spec, cacheDir string, progress io.Writer, bertSpecials bool) (s
 		return "", err
 	}
 	name := strings.TrimSuffix(filepath.Base(spec), filepath.Ext(spec))
-	return prepareText(spec, filepath.Join(cacheDir, "text-"+safeName(name)+"-"+sum[:12]), progress, bertSpecials)
+	return prepareText(ctx, spec, filepath.Join(cacheDir, "text-"+safeName(name)+"-"+sum[:12]), progress, bertSpecials)
 }
 
 // bertVariant names the dataset folder and fingerprint of a BERT-specials preparation.
@@ -115,7 +115,7 @@ func bertVariant(dir, fingerprint string, bertSpecials bool) (string, string) {
 
 // prepareText prepares one text file at char level into dir (with BERT's special tokens when
 // bertSpecials, into dir-bert), unless that folder already holds it.
-func prepareText(path, dir string, progress io.Writer, bertSpecials bool) (string, error) {
+func prepareText(ctx context.Context, path, dir string, progress io.Writer, bertSpecials bool) (string, error) {
 	sum, err := hashFile(path)
 	if err != nil {
 		return "", err
@@ -124,7 +124,7 @@ func prepareText(path, dir string, progress io.Writer, bertSpecials bool) (strin
 	if cached(dir, fingerprint) {
 		return dir, nil
 	}
-	_, err = Run(Options{Inputs: []string{path}, Out: dir, Tokenizer: "char", BERTSpecials: bertSpecials, Progress: progress, Fingerprint: fingerprint})
+	_, err = Run(Options{Context: ctx, Inputs: []string{path}, Out: dir, Tokenizer: "char", BERTSpecials: bertSpecials, Progress: progress, Fingerprint: fingerprint})
 	if err != nil {
 		return "", err
 	}
@@ -142,7 +142,7 @@ func cached(dir, fingerprint string) bool {
 	return err == nil
 }
 
-func resolveGo(cacheDir string, progress io.Writer, bertSpecials bool) (string, error) {
+func resolveGo(ctx context.Context, cacheDir string, progress io.Writer, bertSpecials bool) (string, error) {
 	src, err := goSourceDir()
 	if err != nil {
 		return "", err
@@ -158,7 +158,7 @@ func resolveGo(cacheDir string, progress io.Writer, bertSpecials bool) (string, 
 	if progress != nil {
 		fmt.Fprintf(progress, "default corpus: preparing %d Go files from %s into %s (once)\n", len(files), src, dir)
 	}
-	_, err = Run(Options{Inputs: files, Out: dir, Tokenizer: "byte", BERTSpecials: bertSpecials, Progress: progress, Fingerprint: fingerprint})
+	_, err = Run(Options{Context: ctx, Inputs: files, Out: dir, Tokenizer: "byte", BERTSpecials: bertSpecials, Progress: progress, Fingerprint: fingerprint})
 	if err != nil {
 		return "", err
 	}

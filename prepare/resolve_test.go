@@ -1,6 +1,7 @@
 package prepare
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -76,7 +77,7 @@ func TestResolveGo(t *testing.T) {
 	}
 	// For an encoder (train --arch bert) the same corpus is prepared again with BERT's special
 	// tokens after the byte vocabulary, into its own folder; the plain one stays as it was.
-	bert, err := ResolveFor("", cache, nil, true)
+	bert, err := ResolveFor(context.Background(), "", cache, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,16 +258,16 @@ func TestKeywordBesideLocalData(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	writeTree(t, dir, map[string]string{"shakespeare/meta.json": "{}", "go/bin/tool": "x"})
-	_, err := ResolveFor("shakespeare", filepath.Join(dir, "cache"), nil, false)
+	_, err := ResolveFor(context.Background(), "shakespeare", filepath.Join(dir, "cache"), nil, false)
 	if err == nil || !strings.Contains(err.Error(), "pass ./shakespeare for it") {
 		t.Errorf("--data shakespeare beside ./shakespeare/meta.json: %v", err)
 	}
-	if got, err := ResolveFor("./shakespeare", filepath.Join(dir, "cache"), nil, false); err != nil || got != "./shakespeare" {
+	if got, err := ResolveFor(context.Background(), "./shakespeare", filepath.Join(dir, "cache"), nil, false); err != nil || got != "./shakespeare" {
 		t.Errorf("./shakespeare: %q, %v", got, err)
 	}
 	defer func(f func() []string) { findGOROOT = f }(findGOROOT)
 	findGOROOT = func() []string { return []string{fakeGOROOT(t)} }
-	if _, err := ResolveFor("go", filepath.Join(dir, "cache"), nil, false); err != nil {
+	if _, err := ResolveFor(context.Background(), "go", filepath.Join(dir, "cache"), nil, false); err != nil {
 		t.Errorf("a GOPATH-like ./go is not data: %v", err)
 	}
 }

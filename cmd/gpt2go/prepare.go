@@ -11,7 +11,7 @@ import (
 	"github.com/gpt2go/gpt2go/train"
 )
 
-func runPrepare(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runPrepare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("prepare")
 	var inputs stringList
 	opts := prepare.Options{Progress: stderr}
@@ -35,7 +35,7 @@ func runPrepare(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := train.CheckOutput(opts.Out, "--out"); err != nil {
 		return err
 	}
-	opts.Inputs = inputs
+	opts.Inputs, opts.Context = inputs, ctx
 	if setFlags(fs)["val-fraction"] && opts.ValFraction == 0 {
 		opts.ValFraction = -1 // asked for none (Options' 0 is the default)
 	}

@@ -79,7 +79,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return fmt.Errorf("--run %s holds no gpt2go run config", runDir)
 		}
 		if set["data"] {
-			if cfg.Data, err = prepare.ResolveFor(dataSpec, cacheDir, stderr, saved.Run.IsBERT()); err != nil {
+			if cfg.Data, err = prepare.ResolveFor(ctx, dataSpec, cacheDir, stderr, saved.Run.IsBERT()); err != nil {
 				return err
 			}
 		}
@@ -114,7 +114,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		cfg.Tokenizer = train.RandomTokensInfo(vocab, bert)
 		if dataSpec != "" {
-			dir, ds, err := openData(dataSpec, cacheDir, stderr, bert)
+			dir, ds, err := openData(ctx, dataSpec, cacheDir, stderr, bert)
 			if err != nil {
 				return err
 			}

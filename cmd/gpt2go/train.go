@@ -298,7 +298,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		opts.RunDir, opts.Resume = resumeDir, true
 		if set["data"] { // compare the resolved dataset with the saved one
 			err := df.rank0First(func() error {
-				dir, err := prepare.ResolveFor(dataSpec, cacheDir, stderr, bertData)
+				dir, err := prepare.ResolveFor(ctx, dataSpec, cacheDir, stderr, bertData)
 				cfg.Data = dir
 				return err
 			})
@@ -321,7 +321,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		var dir string
 		var ds *data.Dataset
 		err := df.rank0First(func() (err error) {
-			dir, ds, err = openData(dataSpec, cacheDir, stderr, bertData)
+			dir, ds, err = openData(ctx, dataSpec, cacheDir, stderr, bertData)
 			return err
 		})
 		if err != nil {
@@ -402,8 +402,8 @@ func shellQuote(path string) string {
 // openData resolves a --data spec (a prepared directory, a shard, a text file, `go` or
 // `shakespeare`), preparing it into the cache when needed (with BERT's special tokens for an
 // encoder), and opens the dataset.
-func openData(spec, cacheDir string, progress io.Writer, bert bool) (string, *data.Dataset, error) {
-	dir, err := prepare.ResolveFor(spec, cacheDir, progress, bert)
+func openData(ctx context.Context, spec, cacheDir string, progress io.Writer, bert bool) (string, *data.Dataset, error) {
+	dir, err := prepare.ResolveFor(ctx, spec, cacheDir, progress, bert)
 	if err != nil {
 		return "", nil, err
 	}
