@@ -171,3 +171,23 @@ func TestResumeAndForceClearLeftovers(t *testing.T) {
 		t.Errorf("--force then 6 steps: %d steps in the --log file, want 6 (the old run's were kept)", len(steps))
 	}
 }
+
+// A --stop-at the run has passed is refused (it printed "done: 0 steps" and rewrote run.json),
+// and a run without checkpoints is told how to start again rather than to resume.
+func TestResumeEdgeMessages(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Steps, cfg.CkptEvery, cfg.EvalEvery = 4, 2, 0
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, StopAt: 4}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Steps = 8
+	set := map[string]bool{"steps": true}
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Resume: true, StopAt: 3, Set: set}); err == nil || !strings.Contains(err.Error(), "--stop-at 3 is not after step 4") {
+		t.Errorf("--stop-at 3 at step 4: %v", err)
+	}
+	os.RemoveAll(checkpoint.Dir(dir))
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Resume: true, Set: set}); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("no checkpoints: %v", err)
+	}
+}

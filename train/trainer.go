@@ -322,6 +322,9 @@ func (t *Trainer) loadForResume() (*checkpoint.Checkpoint, error) {
 	// Verified whole but not read: restore streams it into the model, so the process never holds
 	// the parameters and both moments twice.
 	ck, path, warnings, err := checkpoint.LoadLatestVerified(dir)
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return nil, fmt.Errorf("resume %s: %w: the run saved none (killed before its first, or --ckpt-every 0), so there is nothing to continue; start it again with --out %s --force", dir, err, dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("resume %s: %w", dir, err)
 	}
@@ -363,6 +366,9 @@ func (t *Trainer) resumeFrom(ck *checkpoint.Checkpoint, path string) error {
 	t.last = path
 	if t.state.Step >= cfg.Steps {
 		return fmt.Errorf("run %s is already at step %d of %d; pass a larger --steps to train further", dir, t.state.Step, cfg.Steps)
+	}
+	if t.opts.StopAt > 0 && t.opts.StopAt <= t.state.Step {
+		return fmt.Errorf("--stop-at %d is not after step %d, where run %s is; pass a later step", t.opts.StopAt, t.state.Step, dir)
 	}
 	fmt.Fprintf(t.out, "resuming %s from %s (step %d)\n", dir, path, ck.Step)
 	return nil
