@@ -162,6 +162,15 @@ func tooShort(have, need int64) error {
 // Skipped lists the shards that sequential mode skips because they hold fewer than B*T+1 tokens.
 func (l *Loader) Skipped() []string { return l.skipped }
 
+// Windows is the number of distinct windows of T+1 tokens the shards hold: what random and
+// spread rows are drawn from (a spread evaluation of more rows than this repeats some).
+func (l *Loader) Windows() int64 {
+	if len(l.windowEnd) == 0 {
+		return 0
+	}
+	return l.windowEnd[len(l.windowEnd)-1]
+}
+
 // Unread is how many of the shards' tokens one in-order pass never reads (a shard's tail
 // shorter than a batch, and shards shorter than one), of how many: 0 in shuffle mode, whose
 // windows reach every token.

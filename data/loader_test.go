@@ -327,4 +327,7 @@ func TestLoaderUnread(t *testing.T) {
 	if unread, _ := s.Unread(); unread != 0 {
 		t.Errorf("shuffled: %d unread, want 0", unread)
 	}
+	if w := s.Windows(); w != 10 {
+		t.Errorf("windows of T+1 = 5 tokens in 10+8 tokens: %d, want 6+4", w)
+	}
 }

@@ -202,6 +202,10 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if batches == 0 {
 		batches = max(1, int(loader.Batches()))
 	}
+	if rows, windows := int64(batches)*int64(B), loader.Windows(); rows > windows {
+		fmt.Fprintf(stderr, "note: the %s split holds %d distinct windows of %d tokens; the %d rows of %d batches repeat them (about %.1f times each)\n",
+			split, windows, T+1, rows, batches, float64(rows)/float64(windows))
+	}
 	be, err := dev.open(stderr)
 	if err != nil {
 		return err
