@@ -107,6 +107,7 @@ type Trainer struct {
 	hellaswag *hellaSwag // nil unless --eval-hellaswag-every
 	state     State
 	log       *os.File
+	logFailed bool                // a write to log failed (warned once)
 	tb        *tensorboard.Writer // nil when off or after a write failed
 	peak      float64             // the backend's peak FLOP/s (backend.Peaker), 0 if unknown
 	out       io.Writer
@@ -700,7 +701,10 @@ func (t *Trainer) writeLog(entry map[string]any) {
 	if err != nil {
 		return
 	}
-	t.log.Write(append(b, '\n'))
+	if _, err := t.log.Write(append(b, '\n')); err != nil && !t.logFailed {
+		t.logFailed = true // said once; the run goes on (a resume drops a torn line)
+		fmt.Fprintf(t.out, "warning: the log %s lost step %v's entry and may lose more: %v\n", t.logPath(), entry["step"], err)
+	}
 }
 
 // sanitize replaces NaN/Inf (which JSON cannot hold) with strings.
@@ -727,8 +731,13 @@ func (t *Trainer) saveCheckpoint() error {
 // host memory (a variable for the tests).
 var saveChunkLen = 1 << 20
 
-// writeCheckpoint writes the weights, the moments m1 and m2 and the state.
+// writeCheckpoint writes the weights, the moments m1 and m2 and the state, after the log's
+// lines up to it are on disk (a power loss would otherwise leave a checkpoint whose steps the
+// log lacks).
 func (t *Trainer) writeCheckpoint(m1, m2 backend.Buf) error {
+	if t.log != nil {
+		t.log.Sync() // best effort: a log that cannot sync says so when written
+	}
 	m := t.w
 	state, err := json.Marshal(t.state)
 	if err != nil {
