@@ -43,10 +43,13 @@ func CheckPlan(plan []MemoryItem, b MemoryBudget, verbose io.Writer) error {
 	if need+b.Reserve <= b.Free {
 		return nil
 	}
+	reserve := ""
+	if b.Reserve > 0 {
+		reserve = fmt.Sprintf(" plus %s of %s", FormatBytes(b.Reserve), b.ReserveFor)
+	}
 	return &PlanError{
-		Text: fmt.Sprintf("the model needs %s %s (%s) plus %s of %s, but only %s of %s are free%s",
-			FormatBytes(need), b.Place, strings.Join(parts, ", "), FormatBytes(b.Reserve), b.ReserveFor,
-			FormatBytes(b.Free), FormatBytes(b.Total), detail),
+		Text: fmt.Sprintf("the model needs %s %s (%s)%s, but only %s of %s are free%s",
+			FormatBytes(need), b.Place, strings.Join(parts, ", "), reserve, FormatBytes(b.Free), FormatBytes(b.Total), detail),
 		Advice: "use a smaller --batch-size with --grad-accum to keep the tokens per step, a shorter --seq-len, or a smaller model",
 		Extra:  b.TooSmallAdvice,
 	}

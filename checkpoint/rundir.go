@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ErrNoCheckpoint is wrapped by LoadLatest's error when the run directory has no checkpoints at
@@ -107,7 +108,8 @@ func loadLatest(runDir string, load func(string) (*Checkpoint, error)) (c *Check
 			// passed over for an older one. A newer format (upgrade gpt2go) or a file that
 			// cannot be read now (permissions, I/O) is the run's newest state still: going back
 			// past it would train over it.
-			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotCheckpoint) && !errors.Is(err, fs.ErrNotExist) {
+			gone := errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESTALE) // (over NFS)
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotCheckpoint) && !gone {
 				return nil, "", warnings, err
 			}
 			warnings = append(warnings, err)
@@ -155,10 +157,19 @@ func SetAside(runDir string, step int) ([]string, error) {
 			continue
 		}
 		aside := e.Path + ".unusable"
+		for i := 2; present(aside); i++ { // an earlier one set aside stays too
+			aside = fmt.Sprintf("%s.unusable-%d", e.Path, i)
+		}
 		if err := os.Rename(e.Path, aside); err != nil {
 			return moved, fmt.Errorf("set aside the unusable %s: %w", e.Path, err)
 		}
 		moved = append(moved, aside)
 	}
 	return moved, nil
+}
+
+// present reports whether something is at path.
+func present(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }

@@ -219,4 +219,8 @@ func TestPruneKeepsSaved(t *testing.T) {
 	if got := listSteps(t, run); !reflect.DeepEqual(got, []int{0, 200}) {
 		t.Fatalf("after SetAside(200): %v, want [0 200]", got)
 	}
+	saveSteps(t, run, 300) // damaged again, later: the first one set aside stays
+	if moved, err := SetAside(run, 200); err != nil || len(moved) != 1 || moved[0] != Path(run, 300)+".unusable-2" {
+		t.Fatalf("SetAside again: %v, %v", moved, err)
+	}
 }

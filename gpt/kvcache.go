@@ -51,15 +51,20 @@ func (m *Model) NewKVCache(B, maxT int) (*KVCache, error) {
 	L, C, Vp := c.NumLayers, c.Channels, c.PaddedVocabSize
 	kc := &KVCache{m: m, B: B, maxT: maxT, chunk: max(1, min(maxT, prefillRows/B))}
 	N := B * kc.chunk
-	if mc, ok := be.(backend.MemoryChecker); ok { // before allocating: many samples fill memory
-		el := int64(backend.ElementBytes(be, m.prec.Compute))
-		plan := []backend.MemoryItem{
-			{Name: "KV cache", Bytes: 2 * int64(L) * int64(B) * int64(maxT) * int64(C) * el},
-			{Name: "generation activations", Bytes: int64(N)*int64(16*C)*el + int64(N)*12},
-			{Name: "logits", Bytes: int64(B) * int64(Vp) * el},
-		}
-		if err := mc.CheckMemory(plan); err != nil {
-			return nil, fmt.Errorf("kv cache for %d sequences of %d positions: %w", B, maxT, err)
+	// Checked before allocating (many samples fill memory) against what is free now, beside the
+	// model, without the backend's reserve again: the model's own check kept it.
+	if mb, ok := be.(backend.MemoryBudgeter); ok {
+		if budget, err := mb.MemoryBudget(); err == nil {
+			el := int64(backend.ElementBytes(be, m.prec.Compute))
+			plan := []backend.MemoryItem{
+				{Name: "KV cache", Bytes: 2 * int64(L) * int64(B) * int64(maxT) * int64(C) * el},
+				{Name: "generation activations", Bytes: int64(N)*int64(16*C)*el + int64(N)*12},
+				{Name: "logits", Bytes: int64(B) * int64(Vp) * el},
+			}
+			budget.Reserve = 0
+			if err := backend.CheckPlan(plan, budget, nil); err != nil {
+				return nil, fmt.Errorf("kv cache for %d sequences of %d positions: %w", B, maxT, err)
+			}
 		}
 	}
 	// As in Forward, the activations (and so the cached keys and values) are in the model's

@@ -281,20 +281,24 @@ func install(staging, out string) error {
 	if err != nil {
 		return fmt.Errorf("prepare: replace %s: %w", out, err)
 	}
-	defer os.RemoveAll(aside)
 	if err := moveFiles(out, aside, true); err != nil {
 		if rerr := moveFiles(aside, out, false); rerr != nil {
 			return fmt.Errorf("prepare: replace %s: %w; the old dataset is left in %s (%v)", out, err, aside, rerr)
 		}
+		os.Remove(aside) // empty again
 		return fmt.Errorf("prepare: replace %s: %w; it holds the old dataset still", out, err)
 	}
 	if err := moveFiles(staging, out, false); err != nil {
-		if rerr := errors.Join(moveFiles(out, staging, true), moveFiles(aside, out, false)); rerr != nil {
-			return fmt.Errorf("prepare: replace %s: %w; restoring the old dataset failed too (%v): re-run prepare", out, err, rerr)
+		if rerr := moveFiles(out, staging, true); rerr != nil {
+			return fmt.Errorf("prepare: replace %s: %w; the old dataset is left in %s, and %s holds part of the new one (%v): re-run prepare", out, err, aside, out, rerr)
 		}
+		if rerr := moveFiles(aside, out, false); rerr != nil {
+			return fmt.Errorf("prepare: replace %s: %w; the old dataset is left in %s (%v)", out, err, aside, rerr)
+		}
+		os.Remove(aside)
 		return fmt.Errorf("prepare: replace %s: %w; it holds the old dataset still", out, err)
 	}
-	return nil
+	return os.RemoveAll(aside)
 }
 
 // rename is os.Rename; tests make it fail.
@@ -354,7 +358,7 @@ type inputFile struct {
 // below it are not followed). A file given by name must be a regular file, and for a text
 // tokenizer (text) not a binary one (the test folder walks apply to skip them).
 func collect(inputs, exts []string, out string, text bool) ([]inputFile, int64, error) {
-	outAbs, _ := filepath.Abs(out)
+	outAbs := resolvedPath(out) // as the walks, which follow a linked root, spell it
 	if len(inputs) == 0 {
 		return nil, 0, fmt.Errorf("prepare: no input files given")
 	}
@@ -408,7 +412,7 @@ func collect(inputs, exts []string, out string, text bool) ([]inputFile, int64, 
 				return nil
 			}
 			if d.IsDir() {
-				if abs, _ := filepath.Abs(path); abs == outAbs {
+				if resolvedPath(path) == outAbs {
 					return filepath.SkipDir
 				}
 				return nil
@@ -443,6 +447,22 @@ func collect(inputs, exts []string, out string, text bool) ([]inputFile, int64, 
 		return nil, 0, fmt.Errorf("prepare: no text in %s: every input is empty, hidden or binary%s", strings.Join(inputs, ", "), ext)
 	}
 	return files, total, nil
+}
+
+// resolvedPath is path absolute with its symbolic links resolved, as far as it exists (a new
+// output folder's parent).
+func resolvedPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	if r, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(r, filepath.Base(abs))
+	}
+	return abs
 }
 
 // looksBinary applies git's test: a NUL byte in the first 8 KiB.

@@ -365,6 +365,13 @@ func TestInputsResolved(t *testing.T) {
 			t.Errorf("%v: %d files, %d bytes; want 2 files, 22 bytes", inputs, res.Files, res.Bytes)
 		}
 	}
+	// Prepared into a folder inside the linked input twice: the second run skips the first's output.
+	for range 2 {
+		res, err := Run(Options{Inputs: []string{"link"}, Out: filepath.Join(dir, "link", "ds"), Tokenizer: "byte", ValFraction: -1})
+		if err != nil || res.Files != 2 {
+			t.Fatalf("into link's own folder: %v files, %v; want the 2 texts", res, err)
+		}
+	}
 	bin := filepath.Join(dir, "x.bin.gz")
 	os.WriteFile(bin, []byte("\x1f\x8b\x00abc"), 0o644)
 	if _, err := Run(Options{Inputs: []string{bin}, Out: filepath.Join(dir, "bytes"), Tokenizer: "byte"}); err != nil {
@@ -439,5 +446,30 @@ func TestRunInterrupted(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("the folder holds %d entries after the interruption, want the input alone", len(entries))
+	}
+}
+
+// When the old dataset can neither move aside whole nor move back, what moved is kept where the
+// error says (the aside folder was removed with it).
+func TestInstallKeepsWhatItSetAside(t *testing.T) {
+	dir := t.TempDir()
+	out, staging := filepath.Join(dir, "out"), filepath.Join(dir, "staging")
+	writeTree(t, out, map[string]string{"train_000000.bin": "old", data.MetaFile: "{}", "val_000000.bin": "old"})
+	writeTree(t, staging, map[string]string{"train_000000.bin": "new", data.MetaFile: "{}", "val_000000.bin": "new"})
+	rename = func(from, to string) error {
+		if strings.Contains(to, ".out.old-") && filepath.Base(to) == "val_000000.bin" || filepath.Dir(to) == out {
+			return fmt.Errorf("injected failure")
+		}
+		return os.Rename(from, to)
+	}
+	defer func() { rename = os.Rename }()
+	err := install(staging, out)
+	i := strings.Index(fmt.Sprint(err), "left in ")
+	if i < 0 {
+		t.Fatalf("install: %v, want it to say where the old dataset is", err)
+	}
+	aside := strings.Fields(err.Error()[i+len("left in "):])[0]
+	if b, err := os.ReadFile(filepath.Join(aside, data.MetaFile)); err != nil || string(b) != "{}" {
+		t.Errorf("the old meta.json is not in %s: %v", aside, err)
 	}
 }

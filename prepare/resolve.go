@@ -73,7 +73,12 @@ func ResolveFor(ctx context.Context, spec, cacheDir string, progress io.Writer, 
 	if spec == "go" || spec == "shakespeare" { // unless the user's own ./go or ./shakespeare is data
 		st, err := os.Stat(spec)
 		_, metaErr := os.Stat(filepath.Join(spec, data.MetaFile))
-		if err == nil && (st.Mode().IsRegular() || metaErr == nil) {
+		text := false // a text file, not a program named go
+		if err == nil && st.Mode().IsRegular() {
+			binary, berr := looksBinary(spec)
+			text = berr == nil && !binary
+		}
+		if metaErr == nil || text {
 			return "", fmt.Errorf("--data %s names the built-in corpus, but ./%s is data too; pass ./%s for it, or run from another folder for the corpus", spec, spec, spec)
 		}
 	}

@@ -250,6 +250,12 @@ func runOfCheckpointsFolder(path string) (string, bool) {
 // under another name is allowed.
 func CheckOutput(path, flag string) error {
 	clean := filepath.Clean(path)
+	// Through symbolic links too: the run's files are what the path reaches.
+	if r, err := filepath.EvalSymlinks(clean); err == nil {
+		clean = r
+	} else if r, err := filepath.EvalSymlinks(filepath.Dir(clean)); err == nil {
+		clean = filepath.Join(r, filepath.Base(clean))
+	}
 	parent := filepath.Dir(clean)
 	base := filepath.Base(clean)
 	fi, err := os.Stat(clean)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/backend/cpu"
 	"github.com/gpt2go/gpt2go/checkpoint"
 	"github.com/gpt2go/gpt2go/data"
 	"github.com/gpt2go/gpt2go/gpt"
@@ -36,6 +38,13 @@ func TestCheckOutput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--out "+p) || !strings.Contains(err.Error(), "training run "+run+" ") {
 			t.Errorf("%s: got %v, want an error naming the path and the run", p, err)
 		}
+	}
+	link := filepath.Join(t.TempDir(), "link") // a run's checkpoints reached through a link
+	if err := os.Symlink(ckpts, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckOutput(filepath.Join(link, "step_00000010.safetensors"), "--out"); err == nil {
+		t.Errorf("a checkpoint through a symbolic link: no error")
 	}
 	other := t.TempDir()
 	for _, p := range []string{
@@ -68,6 +77,10 @@ func TestCheckDataTokens(t *testing.T) {
 	}
 	if err := checkDataTokens(gpt2, &data.Meta{Tokenizer: "gpt2", VocabSize: 50257, EOT: 50256}); err != nil {
 		t.Errorf("GPT-2 data under GPT-2 weights: %v", err)
+	}
+	padded := Config{Data: "ds", Init: "nanogpt.bin", Model: gpt.Config{VocabSize: 50304}} // nanoGPT's padded GPT-2
+	if err := checkDataTokens(padded, &data.Meta{Tokenizer: "gpt2", VocabSize: 50257, EOT: 50256}); err != nil {
+		t.Errorf("GPT-2 data under padded GPT-2 weights: %v", err)
 	}
 	if err := checkDataTokens(gpt2, nil); err != nil {
 		t.Errorf("data without meta.json: %v", err)
@@ -170,6 +183,22 @@ func TestResumeAndForceClearLeftovers(t *testing.T) {
 	if steps, _ := readLog(t, cfg.LogFile); len(steps) != 6 {
 		t.Errorf("--force then 6 steps: %d steps in the --log file, want 6 (the old run's were kept)", len(steps))
 	}
+	// Without --log, --force clears RUN/log.jsonl; a --log that is not a regular file stays.
+	cfg.LogFile = ""
+	for range 2 {
+		if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Force: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if steps, _ := readLog(t, filepath.Join(dir, logFile)); len(steps) != 6 {
+		t.Errorf("--force twice, 6 steps each: %d steps in log.jsonl, want 6", len(steps))
+	}
+	if err := prepareRunDir(dir, true, "/dev/null"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat("/dev/null"); err != nil || st.Mode().IsRegular() {
+		t.Fatalf("/dev/null after --force --log /dev/null: %v, %v", st, err)
+	}
 }
 
 // A --stop-at the run has passed is refused (it printed "done: 0 steps" and rewrote run.json),
@@ -189,5 +218,54 @@ func TestResumeEdgeMessages(t *testing.T) {
 	os.RemoveAll(checkpoint.Dir(dir))
 	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Resume: true, Set: set}); err == nil || !strings.Contains(err.Error(), "--force") {
 		t.Errorf("no checkpoints: %v", err)
+	}
+}
+
+// fullDevice checks plans as the CUDA backend does, against what is free now (total less what
+// was allocated) with a 512 MiB reserve, and reports that budget.
+type fullDevice struct {
+	backend.Backend
+	total, used int64
+	full        bool // nothing is free once the model is allocated
+}
+
+func (g *fullDevice) Alloc(n int) backend.Buf { g.used += 4 * int64(n); return g.Backend.Alloc(n) }
+func (g *fullDevice) AllocInt32(n int) backend.Buf {
+	g.used += 4 * int64(n)
+	return g.Backend.AllocInt32(n)
+}
+func (g *fullDevice) MemoryBudget() (backend.MemoryBudget, error) {
+	free := g.total - g.used
+	if g.full && g.used > 0 {
+		free = 0
+	}
+	return backend.MemoryBudget{Place: "on the GPU", Free: free, Total: g.total, Reserve: 512 << 20, ReserveFor: "scratch"}, nil
+}
+func (g *fullDevice) CheckMemory(plan []backend.MemoryItem) error {
+	b, _ := g.MemoryBudget()
+	return backend.CheckPlan(plan, b, nil)
+}
+
+// A model sized to fill the device with its reserve still samples at the end (the sample's KV
+// cache asked for the whole reserve again), and the last checkpoint is saved before the sample,
+// which may not cost it.
+func TestSampleOnAFullDevice(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.SampleTokens, cfg.CkptEvery = 8, 0
+	setTokenizer(t, &cfg, &TokenizerInfo{Name: "char", Alphabet: "\nABCDEFGHIJKLMNOPQRSTUVWabcdefghijklmnopqrstuvwxyz", EOT: -1})
+	plan := gpt.PlanBytes(cfg.Model.PrecisionMemoryPlan(cfg.BatchSize, cfg.SeqLen, cfg.ModelPrecision()))
+	for _, full := range []bool{false, true} { // the model fills the device but its reserve, or all
+		be := &fullDevice{Backend: cpu.New(2), total: plan + 512<<20, full: full}
+		dir := filepath.Join(t.TempDir(), "run")
+		var out strings.Builder
+		if _, err := runTrain(t, Options{RunDir: dir, Config: cfg, Backend: be, Out: &out}); err != nil {
+			t.Fatalf("full %v: %v", full, err)
+		}
+		if _, err := os.Stat(checkpoint.Path(dir, cfg.Steps)); err != nil {
+			t.Errorf("full %v: no final checkpoint: %v", full, err)
+		}
+		if noSample := strings.Contains(out.String(), "warning: no sample at step"); noSample != full {
+			t.Errorf("full %v: sample skipped %v; output:\n%s", full, noSample, out.String())
+		}
 	}
 }

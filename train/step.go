@@ -1,6 +1,7 @@
 package train
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -315,13 +316,19 @@ func (t *Trainer) afterStep(step int, sum *Summary) error {
 			return err
 		}
 	}
-	if sample {
-		if err := t.solo(func() error { return t.sample(step) }); err != nil {
+	if ckpt { // before the sample: a sample that fails must not cost the step's checkpoint
+		if err := t.saveCheckpoint(); err != nil {
 			return err
 		}
 	}
-	if ckpt {
-		return t.saveCheckpoint()
+	if sample {
+		err := t.solo(func() error { return t.sample(step) })
+		if pe := (*backend.PlanError)(nil); errors.As(err, &pe) {
+			// Its KV cache does not fit beside the training model: the run goes on without.
+			fmt.Fprintf(t.out, "warning: no sample at step %d: %v\n", step, err)
+			err = nil
+		}
+		return err
 	}
 	return nil
 }

@@ -290,7 +290,7 @@ func (t *Trainer) logPath() string {
 }
 
 // prepareRunDir makes dir ready for a new run, refusing to touch an existing run unless force.
-func prepareRunDir(dir string, force bool, logFile string) error {
+func prepareRunDir(dir string, force bool, customLog string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create run directory: %w", err)
 	}
@@ -305,8 +305,8 @@ func prepareRunDir(dir string, force bool, logFile string) error {
 	for _, name := range []string{runFile, logFile, samplesFile} {
 		os.Remove(filepath.Join(dir, name))
 	}
-	if logFile != "" { // --log: the run's log, elsewhere
-		os.Remove(logFile)
+	if st, err := os.Stat(customLog); customLog != "" && err == nil && st.Mode().IsRegular() {
+		os.Remove(customLog) // --log: the run's log, elsewhere (a device such as /dev/null stays)
 	}
 	events, _ := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
 	for _, name := range events {

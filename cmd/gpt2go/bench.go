@@ -38,6 +38,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	set := setFlags(fs)
+	if mf.archName() == "bert" && mf.init != "" { // before a download
+		return fmt.Errorf("--init loads GPT-2 weights; a BERT is benched from its own initialisation (leave out --init)")
+	}
 	vocab := 50257 // GPT-2's BPE
 	if mf.archName() == "bert" {
 		vocab = 30522 // bert-base-uncased's WordPiece

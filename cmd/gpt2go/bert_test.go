@@ -244,6 +244,7 @@ func TestBERTProfileAndBench(t *testing.T) {
 	mustFail(t, "--arch (saved bert, given gpt2) would change", "profile", "--run", run, "--arch", "gpt2", "--steps", "1")
 	// Shape flags given on resume are compared with the run's: the same values are accepted.
 	mustFail(t, "--n-layer (saved 2, given 3)", "train", "--resume", run, "--steps", "4", "--n-layer", "3")
+	mustFail(t, "--n-embd (saved 32, given 128)", "train", "--resume", run, "--steps", "4", "--model", "bert-tiny") // 2 x 2 x 128
 	mustRun(t, "train", "--resume", run, "--steps", "4", "--n-layer", "2", "--n-embd", "32", "--arch", "bert", "--threads", "1")
 
 	var bench train.BenchResult

@@ -232,7 +232,7 @@ func TestExportRefusals(t *testing.T) {
 	for _, name := range []string{"vocab.json", "merges.txt", "tokenizer.json"} {
 		os.WriteFile(filepath.Join(dir, name), []byte("{}"), 0o644)
 	}
-	mustFail(t, "--tokenizer gpt2 has 50257 tokens but the model", "export", "--ckpt", run, "--format", "hf", "--out", dir, "--tokenizer", "gpt2")
+	mustFail(t, "--tokenizer gpt2 has 50257 tokens, more than the model's", "export", "--ckpt", run, "--format", "hf", "--out", dir, "--tokenizer", "gpt2")
 	mustFail(t, "--format llmc writes one file", "export", "--ckpt", run, "--out", dir)
 	out := mustRun(t, "export", "--ckpt", run, "--format", "hf", "--out", dir)
 	if !strings.Contains(out, "removed the folder's old tokenizer files (another model's): vocab.json, merges.txt, tokenizer.json") {

@@ -52,15 +52,15 @@ func (l *loadFlags) tok(m *train.Loaded) (tokenizer.Tokenizer, error) {
 			return nil, fmt.Errorf("unknown --tokenizer %q; use gpt2 or byte (a run's own tokenizer needs no flag)", l.tokenizer)
 		}
 		tok, err := tokenizer.New(l.tokenizer, "", true)
-		if err == nil && tok.VocabSize() != m.Config.VocabSize {
-			return nil, fmt.Errorf("--tokenizer %s has %d tokens but the model %d: its ids would mean other tokens; pass the tokenizer the model was trained with", l.tokenizer, tok.VocabSize(), m.Config.VocabSize)
+		if err == nil && tok.VocabSize() > m.Config.VocabSize {
+			return nil, fmt.Errorf("--tokenizer %s has %d tokens, more than the model's %d: it was trained with another; pass the tokenizer the model was trained with", l.tokenizer, tok.VocabSize(), m.Config.VocabSize)
 		}
 		return tok, err
 	}
 	if m.Run != nil && m.Run.Tokenizer != nil {
 		return m.Run.Tokenizer.Tokenizer()
 	}
-	if m.Config.VocabSize == 50257 {
+	if train.VocabFits(50257, m.Config.VocabSize) { // GPT-2's, maybe padded (nanoGPT: 50304)
 		return tokenizer.GPT2()
 	}
 	return nil, fmt.Errorf("the model (vocab %d) has no recorded tokenizer; pass --tokenizer gpt2|byte", m.Config.VocabSize)
@@ -255,7 +255,7 @@ func sameTokens(m *train.Loaded, path string) error {
 		}
 		return nil
 	}
-	if meta.VocabSize != m.Config.VocabSize {
+	if !train.VocabFits(meta.VocabSize, m.Config.VocabSize) {
 		return fmt.Errorf("the model %s has a %d-token vocabulary, but the data %s has the %s tokenizer's %d: its ids would be read as other tokens; evaluate on data prepared with the model's tokenizer (--tokenizer gpt2 for GPT-2's)",
 			m.Source, m.Config.VocabSize, path, meta.Tokenizer, meta.VocabSize)
 	}

@@ -76,6 +76,36 @@ func (m *modelFlags) encoder(set map[string]bool) (*train.EncoderOptions, error)
 	return &train.EncoderOptions{TypeVocabSize: m.typeVocab, PreLN: m.preLN, TanhGELU: m.geluTanh}, nil
 }
 
+// presetAsShape turns --model, given for a saved run of family arch, into the shape flags it
+// stands for, which ApplyOverrides compares with the run's (a preset's vocabulary and block
+// size are not the run's to compare: those come from its data and flags).
+func (m *modelFlags) presetAsShape(set map[string]bool, arch string) error {
+	if !set["model"] {
+		return nil
+	}
+	var L, H, C int
+	if arch == "bert" {
+		c, err := bert.Preset(m.preset)
+		if err != nil {
+			return err
+		}
+		L, H, C = c.NumLayers, c.NumHeads, c.Channels
+	} else {
+		c, err := gpt.Preset(m.preset)
+		if err != nil {
+			return err
+		}
+		L, H, C = c.NumLayers, c.NumHeads, c.Channels
+	}
+	for flag, p := range map[string][2]*int{"n-layer": {&m.nLayer, &L}, "n-head": {&m.nHead, &H}, "n-embd": {&m.nEmbd, &C}} {
+		if !set[flag] {
+			*p[0], set[flag] = *p[1], true
+		}
+	}
+	delete(set, "model")
+	return nil
+}
+
 // givenShape copies the shape flags that were given (set) into cfg, for ApplyOverrides to
 // compare with a saved run's.
 func (m *modelFlags) givenShape(cfg *gpt.Config, set map[string]bool) {
@@ -309,12 +339,8 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		// The model-family flags as given, for ApplyOverrides to compare with the run's.
 		cfg.Arch = mf.archName()
 		cfg.Encoder = &train.EncoderOptions{TypeVocabSize: mf.typeVocab, PreLN: mf.preLN, TanhGELU: mf.geluTanh}
-		if set["model"] {
-			c, err := gpt.Preset(mf.preset)
-			if err != nil {
-				return err
-			}
-			cfg.Model = c
+		if err := mf.presetAsShape(set, train.SavedArch(resumeDir)); err != nil {
+			return err
 		}
 		mf.givenShape(&cfg.Model, set)
 	} else {
