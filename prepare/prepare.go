@@ -518,10 +518,16 @@ func baseTokenizer(opts Options, files []inputFile, total int64) (tokenizer.Toke
 	probe, _ := tokenizer.NewChar("a", false) // any char tokenizer cuts at the same points
 	for _, f := range files {
 		err := readChunks(f.path, probe, -1, func(text []byte, _ int64) error {
+			if opts.Context != nil && opts.Context.Err() != nil {
+				return opts.Context.Err()
+			}
 			set.Add(text)
 			bar.Add(int64(len(text)))
 			return nil
 		})
+		if opts.Context != nil && opts.Context.Err() != nil {
+			return nil, fmt.Errorf("prepare: interrupted; %s is as it was", opts.Out)
+		}
 		if err != nil {
 			return nil, err
 		}
