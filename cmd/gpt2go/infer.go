@@ -52,8 +52,12 @@ func (l *loadFlags) tok(m *train.Loaded) (tokenizer.Tokenizer, error) {
 			return nil, fmt.Errorf("unknown --tokenizer %q; use gpt2 or byte (a run's own tokenizer needs no flag)", l.tokenizer)
 		}
 		tok, err := tokenizer.New(l.tokenizer, "", true)
-		if err == nil && tok.VocabSize() > m.Config.VocabSize {
-			return nil, fmt.Errorf("--tokenizer %s has %d tokens, more than the model's %d: it was trained with another; pass the tokenizer the model was trained with", l.tokenizer, tok.VocabSize(), m.Config.VocabSize)
+		if err == nil && !train.VocabFits(tok.VocabSize(), m.Config.VocabSize) {
+			than := "more than"
+			if tok.VocabSize() < m.Config.VocabSize {
+				than = "far fewer than"
+			}
+			return nil, fmt.Errorf("--tokenizer %s has %d tokens, %s the model's %d: it was trained with another; pass the tokenizer the model was trained with", l.tokenizer, tok.VocabSize(), than, m.Config.VocabSize)
 		}
 		return tok, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -71,4 +72,19 @@ func TestContinuation(t *testing.T) {
 	if got := continuation(byteTok, 'a', []int{0xc3, 0xa9}); got != "\xc3\xa9" {
 		t.Errorf("byte tokens: %q, want the bytes as they are", got)
 	}
+}
+
+// An explicit --tokenizer must be the model's, up to padding: byte ids under a GPT-2
+// vocabulary are refused (they sampled replacement characters), gpt2 under 50304 is taken.
+func TestSampleTokenizerMustFit(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "t.txt")
+	os.WriteFile(text, []byte(strings.Repeat("To be, or not to be: that is the question.\n", 40)), 0o644)
+	data := filepath.Join(dir, "data")
+	mustRun(t, "prepare", "--input", text, "--out", data, "--tokenizer", "gpt2")
+	run := filepath.Join(dir, "run")
+	mustRun(t, "train", "--data", data, "--out", run, "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16",
+		"--seq-len", "16", "--batch-size", "2", "--steps", "1", "--pad-vocab", "64", "--threads", "1", "--sample-tokens", "0")
+	mustFail(t, "--tokenizer byte has 257 tokens, far fewer than the model's 50257", "sample", "--ckpt", run, "--tokenizer", "byte")
+	mustRun(t, "sample", "--ckpt", run, "--tokenizer", "gpt2", "--tokens", "2", "--threads", "1")
 }

@@ -117,6 +117,9 @@ func (m *modelFlags) givenShape(cfg *gpt.Config, set map[string]bool) {
 			*p[0] = *p[1]
 		}
 	}
+	if set["no-pos-emb"] {
+		cfg.NoPositionalEmbs = m.noPosEmb
+	}
 }
 
 // archName is --arch as a run records it: "" for GPT-2 (as runs from before --arch read).
