@@ -108,7 +108,7 @@ func loadLatest(runDir string, load func(string) (*Checkpoint, error)) (c *Check
 			// passed over for an older one. A newer format (upgrade gpt2go) or a file that
 			// cannot be read now (permissions, I/O) is the run's newest state still: going back
 			// past it would train over it.
-			gone := errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESTALE) // (over NFS)
+			gone := errors.Is(err, fs.ErrNotExist) || (errors.Is(err, syscall.ESTALE) && !present(e.Path)) // (over NFS)
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotCheckpoint) && !gone {
 				return nil, "", warnings, err
 			}

@@ -52,7 +52,8 @@ func (m *Model) NewKVCache(B, maxT int) (*KVCache, error) {
 	kc := &KVCache{m: m, B: B, maxT: maxT, chunk: max(1, min(maxT, prefillRows/B))}
 	N := B * kc.chunk
 	// Checked before allocating (many samples fill memory) against what is free now, beside the
-	// model, without the backend's reserve again: the model's own check kept it.
+	// model, keeping half the backend's reserve: the model's own check kept it all, for scratch
+	// that may grow later, and a training run keeps its cache.
 	if mb, ok := be.(backend.MemoryBudgeter); ok {
 		if budget, err := mb.MemoryBudget(); err == nil {
 			el := int64(backend.ElementBytes(be, m.prec.Compute))
@@ -61,7 +62,7 @@ func (m *Model) NewKVCache(B, maxT int) (*KVCache, error) {
 				{Name: "generation activations", Bytes: int64(N)*int64(16*C)*el + int64(N)*12},
 				{Name: "logits", Bytes: int64(B) * int64(Vp) * el},
 			}
-			budget.Reserve = 0
+			budget.Reserve /= 2
 			if err := backend.CheckPlan(plan, budget, nil); err != nil {
 				return nil, fmt.Errorf("kv cache for %d sequences of %d positions: %w", B, maxT, err)
 			}

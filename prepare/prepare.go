@@ -283,7 +283,7 @@ func install(staging, out string) error {
 	}
 	if err := moveFiles(out, aside, true); err != nil {
 		if rerr := moveFiles(aside, out, false); rerr != nil {
-			return fmt.Errorf("prepare: replace %s: %w; the old dataset is left in %s (%v)", out, err, aside, rerr)
+			return fmt.Errorf("prepare: replace %s: %w; the old dataset is split between %s and %s (%v)", out, err, out, aside, rerr)
 		}
 		os.Remove(aside) // empty again
 		return fmt.Errorf("prepare: replace %s: %w; it holds the old dataset still", out, err)
@@ -293,12 +293,13 @@ func install(staging, out string) error {
 			return fmt.Errorf("prepare: replace %s: %w; the old dataset is left in %s, and %s holds part of the new one (%v): re-run prepare", out, err, aside, out, rerr)
 		}
 		if rerr := moveFiles(aside, out, false); rerr != nil {
-			return fmt.Errorf("prepare: replace %s: %w; the old dataset is left in %s (%v)", out, err, aside, rerr)
+			return fmt.Errorf("prepare: replace %s: %w; the old dataset is split between %s and %s (%v)", out, err, out, aside, rerr)
 		}
 		os.Remove(aside)
 		return fmt.Errorf("prepare: replace %s: %w; it holds the old dataset still", out, err)
 	}
-	return os.RemoveAll(aside)
+	os.RemoveAll(aside) // the old dataset; the new one is in place whatever this does
+	return nil
 }
 
 // rename is os.Rename; tests make it fail.

@@ -464,11 +464,11 @@ func TestInstallKeepsWhatItSetAside(t *testing.T) {
 	}
 	defer func() { rename = os.Rename }()
 	err := install(staging, out)
-	i := strings.Index(fmt.Sprint(err), "left in ")
-	if i < 0 {
+	i := strings.Index(fmt.Sprint(err), " and ")
+	if i < 0 || !strings.Contains(err.Error(), "split between "+out) {
 		t.Fatalf("install: %v, want it to say where the old dataset is", err)
 	}
-	aside := strings.Fields(err.Error()[i+len("left in "):])[0]
+	aside := strings.Fields(err.Error()[i+len(" and "):])[0]
 	if b, err := os.ReadFile(filepath.Join(aside, data.MetaFile)); err != nil || string(b) != "{}" {
 		t.Errorf("the old meta.json is not in %s: %v", aside, err)
 	}

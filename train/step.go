@@ -322,13 +322,18 @@ func (t *Trainer) afterStep(step int, sum *Summary) error {
 		}
 	}
 	if sample {
-		err := t.solo(func() error { return t.sample(step) })
-		if pe := (*backend.PlanError)(nil); errors.As(err, &pe) {
-			// Its KV cache does not fit beside the training model: the run goes on without.
-			fmt.Fprintf(t.out, "warning: no sample at step %d: %v\n", step, err)
-			err = nil
-		}
-		return err
+		return t.solo(func() error {
+			err := t.sample(step)
+			if pe := (*backend.PlanError)(nil); errors.As(err, &pe) {
+				// Its KV cache does not fit beside the training model: the run goes on without.
+				if !t.sampleWarned {
+					t.sampleWarned = true
+					t.bar.Println("warning: no samples: their KV cache does not fit beside the model (%s); --sample-tokens 0 turns them off", pe.Text)
+				}
+				return nil
+			}
+			return err
+		})
 	}
 	return nil
 }

@@ -94,27 +94,28 @@ type Summary struct {
 
 // Trainer owns one run.
 type Trainer struct {
-	cfg       Config
-	opts      Options
-	be        backend.Backend
-	task      task           // the model family's forward and backward (task.go)
-	w         *gpt.Trainable // the model's parameters, gradients and moments
-	model     *gpt.Model     // the GPT-2 model (samples, HellaSwag); nil for BERT
-	ds        *data.Dataset
-	train     *data.Loader
-	val       *data.Loader
-	text      *textCodec
-	hellaswag *hellaSwag // nil unless --eval-hellaswag-every
-	state     State
-	log       *os.File
-	logFailed bool                // a write to log failed (warned once)
-	tb        *tensorboard.Writer // nil when off or after a write failed
-	peak      float64             // the backend's peak FLOP/s (backend.Peaker), 0 if unknown
-	out       io.Writer
-	bar       *progress.Bar
-	saveChunk []float32 // writeCheckpoint's download buffer (backends without HostMemory)
-	last      string    // path of the newest checkpoint
-	lock      *checkpoint.RunLock
+	cfg          Config
+	opts         Options
+	be           backend.Backend
+	task         task           // the model family's forward and backward (task.go)
+	w            *gpt.Trainable // the model's parameters, gradients and moments
+	model        *gpt.Model     // the GPT-2 model (samples, HellaSwag); nil for BERT
+	ds           *data.Dataset
+	train        *data.Loader
+	val          *data.Loader
+	text         *textCodec
+	hellaswag    *hellaSwag // nil unless --eval-hellaswag-every
+	state        State
+	log          *os.File
+	logFailed    bool                // a write to log failed (warned once)
+	sampleWarned bool                // a sample did not fit beside the model (warned once)
+	tb           *tensorboard.Writer // nil when off or after a write failed
+	peak         float64             // the backend's peak FLOP/s (backend.Peaker), 0 if unknown
+	out          io.Writer
+	bar          *progress.Bar
+	saveChunk    []float32 // writeCheckpoint's download buffer (backends without HostMemory)
+	last         string    // path of the newest checkpoint
+	lock         *checkpoint.RunLock
 
 	// Data parallel (dist.go).
 	comm           dist.Comm
