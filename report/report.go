@@ -411,7 +411,7 @@ func readSamples(path string) ([]Sample, error) {
 	var text bytes.Buffer
 	flush := func() {
 		if cur != nil {
-			cur.Text = strings.TrimSuffix(text.String(), "\n")
+			cur.Text = strings.ToValidUTF8(strings.TrimSuffix(text.String(), "\n"), "\uFFFD") // (runs before 2026-11-25 wrote lone bytes)
 			out = slices.DeleteFunc(out, func(s Sample) bool { return s.Step >= cur.Step })
 			out = append(out, *cur)
 		}

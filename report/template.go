@@ -132,7 +132,7 @@ window.addEventListener("load", function () {
   var imgs = document.querySelectorAll("img");
   var ok = 0;
   imgs.forEach(function (i) { if (i.complete && i.naturalWidth > 0) ok++; });
-  document.title = "report-ready charts=" + charts + " images=" + ok + "/" + imgs.length;
+  document.body.setAttribute("data-ready", "charts=" + charts + " images=" + ok + "/" + imgs.length);
 });
 </script>
 </body>

@@ -1,6 +1,8 @@
 package train
 
 import (
+	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -267,5 +269,14 @@ func TestSampleOnAFullDevice(t *testing.T) {
 		if noSample := strings.Contains(out.String(), "warning: no samples: their KV cache does not fit"); noSample != full {
 			t.Errorf("full %v: sample skipped %v; output:\n%s", full, noSample, out.String())
 		}
+	}
+}
+
+// Non-finite values of either float width are logged as strings: a float32 NaN val_loss failed
+// json.Marshal and the whole entry, val_acc with it, was dropped.
+func TestSanitizeFloat32(t *testing.T) {
+	b, err := json.Marshal(sanitize(map[string]any{"step": 3, "val_loss": float32(math.NaN()), "val_acc": 0.5, "loss": math.Inf(1)}))
+	if err != nil || string(b) != `{"loss":"+Inf","step":3,"val_acc":0.5,"val_loss":"NaN"}` {
+		t.Errorf("%s, %v", b, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -303,7 +304,7 @@ func prepareRunDir(dir string, force bool, customLog string) error {
 	if !force {
 		return fmt.Errorf("run directory %s already holds a run; use --resume %s to continue it, --force to start over there, or another --out", dir, dir)
 	}
-	for _, name := range []string{runFile, logFile, samplesFile} {
+	for _, name := range []string{runFile, logFile, samplesFile, ProfileFile, "report.html"} {
 		os.Remove(filepath.Join(dir, name))
 	}
 	if st, err := os.Stat(customLog); customLog != "" && err == nil && st.Mode().IsRegular() {
@@ -679,7 +680,9 @@ func (t *Trainer) sample(step int) error {
 	if err != nil {
 		return err
 	}
-	text := t.text.decode(out[len(t.text.start()):])
+	// Valid UTF-8 for the log, TensorBoard (whose text plugin fails on a whole run's samples for
+	// one bad byte) and the report: an early byte-level model emits lone bytes >= 0x80.
+	text := strings.ToValidUTF8(t.text.decode(out[len(t.text.start()):]), "\uFFFD")
 	t.bar.Println("---- sample at step %d ----\n%s\n----", step, text)
 	if t.tb != nil {
 		t.tensorBoardDone(t.tb.Text(int64(step), "samples", tensorboard.Preformatted(text)))
@@ -700,7 +703,7 @@ func (t *Trainer) writeLog(entry map[string]any) {
 	t.logTensorBoard(entry)
 	b, err := json.Marshal(sanitize(entry))
 	if err != nil {
-		return
+		b, _ = json.Marshal(map[string]any{"step": entry["step"], "error": "unloggable entry: " + err.Error()})
 	}
 	if _, err := t.log.Write(append(b, '\n')); err != nil && !t.logFailed {
 		t.logFailed = true // said once; the run goes on (a resume drops a torn line)
@@ -711,7 +714,11 @@ func (t *Trainer) writeLog(entry map[string]any) {
 // sanitize replaces NaN/Inf (which JSON cannot hold) with strings.
 func sanitize(entry map[string]any) map[string]any {
 	for k, v := range entry {
-		if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		f, ok := v.(float64)
+		if f32, is32 := v.(float32); is32 { // (a float32 NaN failed json.Marshal, dropping the entry)
+			f, ok = float64(f32), true
+		}
+		if ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
 			entry[k] = fmt.Sprint(f)
 		}
 	}

@@ -30,10 +30,23 @@ type Log struct {
 	Metrics map[string]*Series
 }
 
-// ReadLog reads path, a run directory or a log.jsonl file, naming the run name.
+// runLog is the log of the run in dir: the --log file its run.json records (log_file), else
+// dir/log.jsonl.
+func runLog(dir string) string {
+	var run struct {
+		LogFile string `json:"log_file"`
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "run.json")); err == nil && json.Unmarshal(b, &run) == nil && run.LogFile != "" {
+		return run.LogFile
+	}
+	return filepath.Join(dir, "log.jsonl")
+}
+
+// ReadLog reads path, a run directory (its log.jsonl, or the --log file its run.json names) or a
+// log.jsonl file, naming the run name.
 func ReadLog(path, name string) (*Log, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path = filepath.Join(path, "log.jsonl")
+		path = runLog(path)
 	}
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {

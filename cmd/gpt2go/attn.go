@@ -130,6 +130,13 @@ func attentionFigure(be backend.Backend, prec gpt.Precision, lf loadFlags, paths
 				labels = append(labels, viz.TokenLabel(am.tok.Decode([]int{int(id)}), 10))
 			}
 		} else if !slices.Equal(mine, ids) {
+			if short := min(len(mine), len(ids)); slices.Equal(mine[:short], ids[:short]) {
+				fewer, other := path, paths[0]
+				if len(ids) < len(mine) {
+					fewer, other = paths[0], path
+				}
+				return nil, 0, fmt.Errorf("%s reads fewer of the text's tokens than %s (a smaller block size); pass --max-tokens %d", fewer, other, short)
+			}
 			return nil, 0, fmt.Errorf("%s tokenizes the text differently from %s; compare checkpoints of runs with the same tokenizer", path, paths[0])
 		}
 		m, err := am.attention(be, prec, ids, layer)
@@ -138,6 +145,9 @@ func attentionFigure(be backend.Backend, prec gpt.Precision, lf loadFlags, paths
 		}
 		if head >= m.NumHeads {
 			return nil, 0, fmt.Errorf("--head %d does not exist; the model has heads 0..%d", head, m.NumHeads-1)
+		}
+		if head < 0 && len(maps) > 0 && m.NumHeads != maps[0].m.NumHeads {
+			return nil, 0, fmt.Errorf("%s has %d heads and %s %d: compare one head of each with --head N", paths[0], maps[0].m.NumHeads, path, m.NumHeads)
 		}
 		maps = append(maps, attnMap{label: am.label, m: m})
 	}

@@ -111,4 +111,8 @@ func TestAttn(t *testing.T) {
 	char := charRun(t)
 	mustFail(t, "not in the char tokenizer", "attn", "--ckpt", char, "--text", "xyz")
 	mustFail(t, "tokenizes the text differently", "attn", "--ckpt", char, "--compare", run, "--text", "abc cab")
+	// Another head count (the grid panicked on the second model's missing heads).
+	oneHead := filepath.Join(t.TempDir(), "one-head")
+	mustRun(t, trainArgs(prepared(t), oneHead, "--steps", "1", "--n-head", "1")...)
+	mustFail(t, "compare one head of each with --head N", "attn", "--ckpt", run, "--compare", oneHead, "--text", text)
 }

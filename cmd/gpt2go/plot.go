@@ -25,19 +25,9 @@ func runPlot(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs.BoolVar(&logY, "log-y", false, "logarithmic y axes")
 	fs.Float64Var(&smooth, "smooth", 0, "draw noisy curves (all but lr and val_loss) smoothed by an exponential moving average with this decay, e.g. 0.9, over the faded raw values")
 	fs.StringVar(&title, "title", "", "figure title (default: the run's name)")
-	var runs []string
-	for {
-		err := fs.Parse(args)
-		switch {
-		case errors.Is(err, flag.ErrHelp):
-			return parse(fs, []string{"-h"}, stdout) // prints the flags
-		case err != nil:
-			return fmt.Errorf("%v (see %s -h)", err, fs.Name())
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		runs, args = append(runs, fs.Arg(0)), fs.Args()[1:]
+	runs, err := parseInterleaved(fs, args, stdout)
+	if err != nil {
+		return err
 	}
 	if len(runs) == 0 {
 		return fmt.Errorf("no runs: pass one or more RUNDIRs (or log.jsonl files), e.g. gpt2go plot runs/shk --out shk.png")
@@ -90,4 +80,23 @@ func runNames(paths []string) []string {
 		}
 	}
 	return names
+}
+
+// parseInterleaved parses args whose flags may come before, between or after the positional
+// arguments, which it returns in order.
+func parseInterleaved(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
+	var positional []string
+	for {
+		err := fs.Parse(args)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			return nil, parse(fs, []string{"-h"}, stdout) // prints the flags
+		case err != nil:
+			return nil, fmt.Errorf("%v (see %s -h)", err, fs.Name())
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional, args = append(positional, fs.Arg(0)), fs.Args()[1:]
+	}
 }

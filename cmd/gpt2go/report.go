@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 
 	"github.com/gpt2go/gpt2go/backend/cpu"
 	"github.com/gpt2go/gpt2go/gpt"
@@ -19,16 +18,14 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	out := fs.String("out", "", "HTML file to write (default RUNDIR/report.html)")
 	text := fs.String("attn-text", "", "text for the attention maps (default: the start of the run's newest sample)")
 	layer := fs.Int("attn-layer", 0, "layer of the attention maps")
-	var runDir string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		runDir, args = args[0], args[1:]
-	}
-	if err := parse(fs, args, stdout); err != nil {
+	runs, err := parseInterleaved(fs, args, stdout) // the run before or after the flags
+	if err != nil {
 		return err
 	}
-	if runDir == "" {
-		return fmt.Errorf("give the run directory: gpt2go report RUNDIR [--out FILE.html]")
+	if len(runs) != 1 {
+		return fmt.Errorf("give one run directory: gpt2go report RUNDIR [--out FILE.html] (got %d)", len(runs))
 	}
+	runDir := runs[0]
 	if *out == "" {
 		*out = filepath.Join(runDir, "report.html")
 	}

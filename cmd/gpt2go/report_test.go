@@ -87,7 +87,7 @@ func TestReportRendersInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	dom := headless(t, browser, "--dump-dom", layoutWindow, "--force-device-scale-factor=1", "file://"+probe)
-	m := regexp.MustCompile(`<title>report-ready charts=(\d+) images=(\d+)/(\d+)</title>`).FindSubmatch(dom)
+	m := regexp.MustCompile(`data-ready="charts=(\d+) images=(\d+)/(\d+)"`).FindSubmatch(dom)
 	if m == nil {
 		t.Fatalf("the page did not finish loading in Chromium; title: %s", regexp.MustCompile(`<title>.*</title>`).Find(dom))
 	}
@@ -257,4 +257,18 @@ func nonWhitePixels(img image.Image, r image.Rectangle) int {
 		}
 	}
 	return n
+}
+
+// report and plot read a run's --log file when it is elsewhere (they read only RUN/log.jsonl),
+// and report takes the run directory after its flags too.
+func TestReportReadsCustomLog(t *testing.T) {
+	run := filepath.Join(t.TempDir(), "run")
+	logFile := filepath.Join(t.TempDir(), "elsewhere.jsonl")
+	mustRun(t, trainArgs(prepared(t), run, "--steps", "4", "--log", logFile)...)
+	html := filepath.Join(t.TempDir(), "r.html")
+	mustRun(t, "report", "--out", html, run)
+	if b, err := os.ReadFile(html); err != nil || !strings.Contains(string(b), `id="chart-loss"`) {
+		t.Errorf("report of a run logging to --log: %v", err)
+	}
+	mustRun(t, "plot", run, "--out", filepath.Join(t.TempDir(), "c.png"))
 }
