@@ -225,6 +225,9 @@ func mean(s *viz.Series, skipFirst bool) (float64, bool) {
 
 func summarize(cfg map[string]any, log *viz.Log) []KV {
 	var out []KV
+	if log.Error != "" { // first: the run stopped there (a non-finite loss, say)
+		out = append(out, KV{"stopped", log.Error})
+	}
 	m := log.Metrics
 	if step, v, ok := last(m["loss"]); ok {
 		total := ""

@@ -28,6 +28,9 @@ type Series struct {
 type Log struct {
 	Name    string
 	Metrics map[string]*Series
+	// Error is the last entry's "error" with its step ("non-finite at step 21": the run stopped
+	// there), or "" when the log has none after its last resume point.
+	Error string
 }
 
 // runLog is the log of the run in dir: the --log file its run.json records (log_file), else
@@ -88,6 +91,11 @@ func ParseLog(r io.Reader, name string) (*Log, error) {
 		if !ok {
 			pending = fmt.Errorf("line %d has no numeric \"step\"", n)
 			continue
+		}
+		if e, isErr := entry["error"].(string); isErr {
+			l.Error = fmt.Sprintf("%s at step %.0f", e, step)
+		} else if l.Error != "" && entry["loss"] != nil {
+			l.Error = "" // a resumed run went on past it
 		}
 		for key, v := range entry {
 			value, ok := v.(float64)
@@ -366,7 +374,10 @@ func padRange(lo, hi float64, logY bool) (float64, float64) {
 		return lo / r, hi * r
 	}
 	if lo == hi {
-		d := math.Max(math.Abs(lo)*0.1, 1e-12)
+		d := math.Abs(lo) * 0.1
+		if d == 0 { // an all-zero series: a unit axis, not one of ±1e-12
+			d = 1
+		}
 		return lo - d, hi + d
 	}
 	d := (hi - lo) * 0.04

@@ -205,3 +205,16 @@ func TestCurvesErrors(t *testing.T) {
 		}
 	}
 }
+
+// A log that ends in an error entry (a non-finite loss stopped the run) says so, and a resume
+// that went on past it clears it.
+func TestLogError(t *testing.T) {
+	stopped, err := ParseLog(strings.NewReader("{\"step\":1,\"loss\":2}\n{\"error\":\"non-finite\",\"loss\":\"NaN\",\"step\":2}\n"), "x")
+	if err != nil || stopped.Error != "non-finite at step 2" {
+		t.Errorf("stopped run: %q, %v", stopped.Error, err)
+	}
+	resumed, err := ParseLog(strings.NewReader("{\"step\":1,\"loss\":2}\n{\"error\":\"non-finite\",\"loss\":\"NaN\",\"step\":2}\n{\"step\":2,\"loss\":1.5}\n"), "x")
+	if err != nil || resumed.Error != "" {
+		t.Errorf("resumed run: %q, %v", resumed.Error, err)
+	}
+}
