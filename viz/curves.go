@@ -276,7 +276,7 @@ func curvePanel(logs []*Log, panel string, opt CurvesOptions) (*plot.Plot, error
 			name := curveName(l.Name, key, len(logs), len(keys))
 			switch {
 			case isValKey(key):
-				line, dots, err := plotter.NewLinePoints(pts)
+				line, dots, err := plotter.NewLinePoints(thin(pts))
 				if err != nil {
 					return nil, err
 				}
@@ -285,12 +285,12 @@ func curvePanel(logs []*Log, panel string, opt CurvesOptions) (*plot.Plot, error
 				p.Add(line, dots)
 				p.Legend.Add(name, line, dots)
 			case opt.Smooth > 0 && key != "lr":
-				raw, err := plotter.NewLine(pts)
+				raw, err := plotter.NewLine(thin(pts))
 				if err != nil {
 					return nil, err
 				}
 				raw.Color, raw.Width = faded(col, 0.3), vg.Points(0.75)
-				smooth, err := plotter.NewLine(ema(pts, opt.Smooth))
+				smooth, err := plotter.NewLine(thin(ema(pts, opt.Smooth))) // averaged over every point
 				if err != nil {
 					return nil, err
 				}
@@ -298,7 +298,7 @@ func curvePanel(logs []*Log, panel string, opt CurvesOptions) (*plot.Plot, error
 				p.Add(raw, smooth)
 				p.Legend.Add(fmt.Sprintf("%s (EMA %g)", name, opt.Smooth), smooth)
 			default:
-				line, err := plotter.NewLine(pts)
+				line, err := plotter.NewLine(thin(pts))
 				if err != nil {
 					return nil, err
 				}
@@ -350,6 +350,37 @@ func points(s *Series, logY bool) plotter.XYs {
 		pts = append(pts, plotter.XY{X: s.Steps[i], Y: y})
 	}
 	return pts
+}
+
+// maxDrawn is the most points a curve is drawn with: a few per pixel column of a wide figure.
+const maxDrawn = 2000
+
+// thin returns pts, or when they are more than maxDrawn, the lowest and the highest point of
+// each of maxDrawn/2 runs of consecutive points, in step order: the curve's envelope as a line
+// of that width shows it, without a 100k-step run's every point in an SVG or report.
+func thin(pts plotter.XYs) plotter.XYs {
+	if len(pts) <= maxDrawn {
+		return pts
+	}
+	buckets := maxDrawn / 2
+	out := make(plotter.XYs, 0, maxDrawn)
+	for b := range buckets {
+		run := pts[b*len(pts)/buckets : (b+1)*len(pts)/buckets]
+		lo, hi := 0, 0
+		for i, pt := range run {
+			if pt.Y < run[lo].Y {
+				lo = i
+			}
+			if pt.Y > run[hi].Y {
+				hi = i
+			}
+		}
+		out = append(out, run[min(lo, hi)])
+		if lo != hi {
+			out = append(out, run[max(lo, hi)])
+		}
+	}
+	return out
 }
 
 // ema is the bias-corrected exponential moving average of pts' values with the given decay.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -216,5 +217,32 @@ func TestLogError(t *testing.T) {
 	resumed, err := ParseLog(strings.NewReader("{\"step\":1,\"loss\":2}\n{\"error\":\"non-finite\",\"loss\":\"NaN\",\"step\":2}\n{\"step\":2,\"loss\":1.5}\n"), "x")
 	if err != nil || resumed.Error != "" {
 		t.Errorf("resumed run: %q, %v", resumed.Error, err)
+	}
+}
+
+// A long series is drawn with at most maxDrawn points that keep each stretch's lowest and
+// highest value in order; a short one as it is.
+func TestThin(t *testing.T) {
+	var pts plotter.XYs
+	for i := range 100_000 {
+		pts = append(pts, plotter.XY{X: float64(i), Y: math.Sin(float64(i) / 50)})
+	}
+	pts[77_777].Y = 5 // a spike survives
+	got := thin(pts)
+	if len(got) > maxDrawn || len(got) < maxDrawn/2 {
+		t.Fatalf("%d points, want at most %d", len(got), maxDrawn)
+	}
+	spike := false
+	for i, pt := range got {
+		if i > 0 && pt.X <= got[i-1].X {
+			t.Fatalf("points out of order at %d", i)
+		}
+		spike = spike || pt.Y == 5
+	}
+	if !spike {
+		t.Error("the spike was thinned away")
+	}
+	if short := pts[:500]; len(thin(short)) != 500 {
+		t.Error("a short series was thinned")
 	}
 }
