@@ -72,6 +72,12 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// VocabFits says whether ids from a tokenizer (or data) of vocab of them are the model's own
+// vocabulary, up to the padding a trainer may have added (nanoGPT's GPT-2 has 50304 for
+// GPT-2's 50257): not more ids than the model, nor 128 or more fewer (byte or char ids under
+// GPT-2 weights).
+func (c Config) VocabFits(vocab int) bool { return vocab <= c.VocabSize && c.VocabSize-vocab < 128 }
+
 // ParamSpec names one parameter tensor. Layer tensors are stacked: their first dimension is L,
 // and PerLayer says so.
 type ParamSpec struct {

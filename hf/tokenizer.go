@@ -185,7 +185,7 @@ func writeTokenizer(dir string, tok tokenizer.Tokenizer, cfg gpt.Config) (files 
 	if tok == nil {
 		return nil, "the model records no tokenizer", nil
 	}
-	if !tokenizerFits(tok, cfg) {
+	if !cfg.VocabFits(tok.VocabSize()) {
 		return nil, fmt.Sprintf("the %s tokenizer has %d tokens but the model %d", tok.Name(), tok.VocabSize(), cfg.VocabSize), nil
 	}
 	var v *bpeVocab
@@ -224,10 +224,4 @@ func writeTokenizer(dir string, tok tokenizer.Tokenizer, cfg gpt.Config) (files 
 		files = append(files, f.name)
 	}
 	return files, "", nil
-}
-
-// tokenizerFits says whether tok's ids are the model's vocabulary, up to the padding a trainer
-// may have added (nanoGPT's GPT-2 has 50304 for GPT-2's 50257; train.VocabFits).
-func tokenizerFits(tok tokenizer.Tokenizer, cfg gpt.Config) bool {
-	return tok.VocabSize() <= cfg.VocabSize && cfg.VocabSize-tok.VocabSize() < 128
 }

@@ -51,7 +51,7 @@ func WriteFrom(dir string, cfg gpt.Config, read gpt.ParamsReader, tok tokenizer.
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	confTok := tok
-	if tok != nil && !tokenizerFits(tok, cfg) {
+	if tok != nil && !cfg.VocabFits(tok.VocabSize()) {
 		confTok = nil // its EOT and [PAD] ids would name other tokens in config.json (writeTokenizer says why)
 	}
 	conf, err := configJSON(cfg, confTok)

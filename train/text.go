@@ -93,12 +93,6 @@ func (a *TokenizerInfo) SameIDs(b *TokenizerInfo) bool {
 		a.Lowercase == b.Lowercase && a.VocabSHA256 == b.VocabSHA256
 }
 
-// VocabFits says whether a tokenizer's (or data's) ids, vocab of them, are a model's own
-// vocabulary of model ids, up to the padding a trainer may have added (nanoGPT's GPT-2 has
-// 50304 for GPT-2's 50257): not more ids than the model, nor 128 or more fewer (byte or char
-// ids under GPT-2 weights).
-func VocabFits(vocab, model int) bool { return vocab <= model && model-vocab < 128 }
-
 // checkDataTokens refuses data whose token ids mean something else to the run's model: for
 // weights from --init, a vocabulary of another size than theirs (char or byte data under GPT-2
 // weights); for a run that recorded its tokenizer, data tokenized another way since (a dataset
@@ -107,7 +101,7 @@ func checkDataTokens(cfg Config, meta *data.Meta) error {
 	if meta == nil || meta.Tokenizer == "" {
 		return nil
 	}
-	if cfg.Init != "" && !VocabFits(meta.VocabSize, cfg.Model.VocabSize) {
+	if cfg.Init != "" && !cfg.Model.VocabFits(meta.VocabSize) {
 		return fmt.Errorf("--init %s has a %d-token vocabulary, but the data %s has the %s tokenizer's %d: the weights would read its ids as other tokens; prepare the data with the weights' tokenizer (--tokenizer gpt2 for GPT-2's)",
 			cfg.Init, cfg.Model.VocabSize, cfg.Data, meta.Tokenizer, meta.VocabSize)
 	}

@@ -52,7 +52,7 @@ func (l *loadFlags) tok(m *train.Loaded) (tokenizer.Tokenizer, error) {
 			return nil, fmt.Errorf("unknown --tokenizer %q; use gpt2 or byte (a run's own tokenizer needs no flag)", l.tokenizer)
 		}
 		tok, err := tokenizer.New(l.tokenizer, "", true)
-		if err == nil && !train.VocabFits(tok.VocabSize(), m.Config.VocabSize) {
+		if err == nil && !m.Config.VocabFits(tok.VocabSize()) {
 			than := "more than"
 			if tok.VocabSize() < m.Config.VocabSize {
 				than = "far fewer than"
@@ -64,7 +64,7 @@ func (l *loadFlags) tok(m *train.Loaded) (tokenizer.Tokenizer, error) {
 	if m.Run != nil && m.Run.Tokenizer != nil {
 		return m.Run.Tokenizer.Tokenizer()
 	}
-	if train.VocabFits(50257, m.Config.VocabSize) { // GPT-2's, maybe padded (nanoGPT: 50304)
+	if m.Config.VocabFits(50257) { // GPT-2's, maybe padded (nanoGPT: 50304)
 		return tokenizer.GPT2()
 	}
 	return nil, fmt.Errorf("the model (vocab %d) has no recorded tokenizer; pass --tokenizer gpt2|byte", m.Config.VocabSize)
@@ -259,7 +259,7 @@ func sameTokens(m *train.Loaded, path string) error {
 		}
 		return nil
 	}
-	if !train.VocabFits(meta.VocabSize, m.Config.VocabSize) {
+	if !m.Config.VocabFits(meta.VocabSize) {
 		return fmt.Errorf("the model %s has a %d-token vocabulary, but the data %s has the %s tokenizer's %d: its ids would be read as other tokens; evaluate on data prepared with the model's tokenizer (--tokenizer gpt2 for GPT-2's)",
 			m.Source, m.Config.VocabSize, path, meta.Tokenizer, meta.VocabSize)
 	}
