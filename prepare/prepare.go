@@ -359,21 +359,14 @@ type inputFile struct {
 // below it are not followed). A file given by name must be a regular file, and for a text
 // tokenizer (text) not a binary one (the test folder walks apply to skip them).
 func collect(inputs, exts []string, out string, text bool) ([]inputFile, int64, error) {
-	outAbs := resolvedPath(out) // as the walks, which follow a linked root, spell it
+	outAbs := ResolvedPath(out) // as the walks, which follow a linked root, spell it
 	if len(inputs) == 0 {
 		return nil, 0, fmt.Errorf("prepare: no input files given")
 	}
 	seen := map[string]bool{} // the files' resolved absolute paths
 	var files []inputFile
 	add := func(path string, size int64) {
-		key, err := filepath.EvalSymlinks(path)
-		if err == nil {
-			key, err = filepath.Abs(key)
-		}
-		if err != nil {
-			key = path
-		}
-		if !seen[key] && size > 0 {
+		if key := ResolvedPath(path); !seen[key] && size > 0 {
 			seen[key] = true
 			files = append(files, inputFile{path, size})
 		}
@@ -413,7 +406,7 @@ func collect(inputs, exts []string, out string, text bool) ([]inputFile, int64, 
 				return nil
 			}
 			if d.IsDir() {
-				if resolvedPath(path) == outAbs {
+				if ResolvedPath(path) == outAbs {
 					return filepath.SkipDir
 				}
 				return nil
@@ -450,9 +443,9 @@ func collect(inputs, exts []string, out string, text bool) ([]inputFile, int64, 
 	return files, total, nil
 }
 
-// resolvedPath is path absolute with its symbolic links resolved, as far as it exists (a new
-// output folder's parent).
-func resolvedPath(path string) string {
+// ResolvedPath is path absolute with its symbolic links resolved, as far as it exists (a new
+// output folder's parent): the path the file system reaches, to compare with others.
+func ResolvedPath(path string) string {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return path

@@ -249,13 +249,7 @@ func runOfCheckpointsFolder(path string) (string, bool) {
 // writes beside it (run.json, log.jsonl, samples.txt, TensorBoard events). Writing beside them
 // under another name is allowed.
 func CheckOutput(path, flag string) error {
-	clean := filepath.Clean(path)
-	// Through symbolic links too: the run's files are what the path reaches.
-	if r, err := filepath.EvalSymlinks(clean); err == nil {
-		clean = r
-	} else if r, err := filepath.EvalSymlinks(filepath.Dir(clean)); err == nil {
-		clean = filepath.Join(r, filepath.Base(clean))
-	}
+	clean := prepare.ResolvedPath(path) // through symbolic links: the run's files are what it reaches
 	parent := filepath.Dir(clean)
 	base := filepath.Base(clean)
 	fi, err := os.Stat(clean)
