@@ -83,13 +83,9 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				return err
 			}
 		}
-		// The model-family flags as given, for ApplyOverrides to compare with the run's.
-		cfg.Arch = mf.archName()
-		cfg.Encoder = &train.EncoderOptions{TypeVocabSize: mf.typeVocab, PreLN: mf.preLN, TanhGELU: mf.geluTanh}
-		if err := mf.presetAsShape(set, saved.Run.Arch); err != nil {
+		if err := mf.asGivenFor(&cfg, set, saved.Run.Arch); err != nil {
 			return err
 		}
-		mf.givenShape(&cfg.Model, set)
 		if opts.Config, err = train.ApplyOverrides(*saved.Run, cfg, set); err != nil {
 			if oe := (*train.OverrideError)(nil); errors.As(err, &oe) {
 				return fmt.Errorf("--run profiles the run as it was configured, which %s would change; leave them out", strings.Join(oe.Flags, ", "))

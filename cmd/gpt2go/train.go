@@ -76,6 +76,19 @@ func (m *modelFlags) encoder(set map[string]bool) (*train.EncoderOptions, error)
 	return &train.EncoderOptions{TypeVocabSize: m.typeVocab, PreLN: m.preLN, TanhGELU: m.geluTanh}, nil
 }
 
+// asGivenFor puts the model flags as given into cfg, for ApplyOverrides to compare with a saved
+// run of family arch (train --resume, profile --run): --arch, the encoder options, --model as
+// the shape it stands for, and the shape flags.
+func (m *modelFlags) asGivenFor(cfg *train.Config, set map[string]bool, arch string) error {
+	cfg.Arch = m.archName()
+	cfg.Encoder = &train.EncoderOptions{TypeVocabSize: m.typeVocab, PreLN: m.preLN, TanhGELU: m.geluTanh}
+	if err := m.presetAsShape(set, arch); err != nil {
+		return err
+	}
+	m.givenShape(&cfg.Model, set)
+	return nil
+}
+
 // presetAsShape turns --model, given for a saved run of family arch, into the shape flags it
 // stands for, which ApplyOverrides compares with the run's (a preset's vocabulary and block
 // size are not the run's to compare: those come from its data and flags).
@@ -339,13 +352,9 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 				return err
 			}
 		}
-		// The model-family flags as given, for ApplyOverrides to compare with the run's.
-		cfg.Arch = mf.archName()
-		cfg.Encoder = &train.EncoderOptions{TypeVocabSize: mf.typeVocab, PreLN: mf.preLN, TanhGELU: mf.geluTanh}
-		if err := mf.presetAsShape(set, train.SavedArch(resumeDir)); err != nil {
+		if err := mf.asGivenFor(&cfg, set, train.SavedArch(resumeDir)); err != nil {
 			return err
 		}
-		mf.givenShape(&cfg.Model, set)
 	} else {
 		var dir string
 		var ds *data.Dataset
