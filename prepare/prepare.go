@@ -35,17 +35,16 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gpt2go/gpt2go/data"
+	"github.com/gpt2go/gpt2go/internal/atomicfile"
 	"github.com/gpt2go/gpt2go/internal/progress"
 	"github.com/gpt2go/gpt2go/tokenizer"
 )
@@ -123,7 +122,7 @@ func Run(opts Options) (*Result, error) {
 	if err := os.MkdirAll(filepath.Dir(outAbs), 0o755); err != nil {
 		return nil, fmt.Errorf("prepare: create parent of %s: %w", opts.Out, err)
 	}
-	staging, err := mkdirTemp(filepath.Dir(outAbs), "."+filepath.Base(outAbs)+".tmp-")
+	staging, err := atomicfile.MkdirTemp(filepath.Dir(outAbs), "."+filepath.Base(outAbs)+".tmp-")
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
@@ -277,7 +276,7 @@ func install(staging, out string) error {
 	if err := checkOut(out); err != nil {
 		return err
 	}
-	aside, err := mkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+".old-")
+	aside, err := atomicfile.MkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+".old-")
 	if err != nil {
 		return fmt.Errorf("prepare: replace %s: %w", out, err)
 	}
@@ -331,19 +330,6 @@ func moveFiles(from, to string, metaFirst bool) error {
 		}
 	}
 	return nil
-}
-
-// mkdirTemp creates a new folder prefix+random in dir with mode 0755 less the umask, as a
-// dataset folder should be (os.MkdirTemp makes 0700 ones, which other users cannot read).
-func mkdirTemp(dir, prefix string) (string, error) {
-	for range 100 {
-		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
-		err := os.Mkdir(name, 0o755)
-		if !errors.Is(err, fs.ErrExist) {
-			return name, err
-		}
-	}
-	return "", fmt.Errorf("no unused folder name in %s", dir)
 }
 
 // inputFile is one document.

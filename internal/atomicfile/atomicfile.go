@@ -63,14 +63,31 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 // createTemp creates a new file prefix+random in dir with mode perm (less the umask), as
 // os.CreateTemp does with 0600.
 func createTemp(dir, prefix string, perm fs.FileMode) (*os.File, error) {
+	var f *os.File
+	_, err := unusedName(dir, prefix, "temp file", func(name string) (err error) {
+		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		return err
+	})
+	return f, err
+}
+
+// MkdirTemp creates a new folder prefix+random in dir with mode 0755 less the umask, as a
+// folder of outputs to share should be (os.MkdirTemp makes 0700 ones, which other users cannot
+// read), and returns its path: a staging folder to rename into place.
+func MkdirTemp(dir, prefix string) (string, error) {
+	return unusedName(dir, prefix, "folder", func(name string) error { return os.Mkdir(name, 0o755) })
+}
+
+// unusedName calls create with dir/prefix+random until it fails with something other than
+// "exists", and returns that name.
+func unusedName(dir, prefix, what string, create func(name string) error) (string, error) {
 	for range 100 {
 		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
-		if !errors.Is(err, fs.ErrExist) {
-			return f, err
+		if err := create(name); !errors.Is(err, fs.ErrExist) {
+			return name, err
 		}
 	}
-	return nil, fmt.Errorf("no unused temp file name in %s", dir)
+	return "", fmt.Errorf("no unused %s name in %s", what, dir)
 }
 
 // WriteBytes is Write for content already in memory.
