@@ -20,11 +20,14 @@ type Config struct {
 	// Arch is the model family: "" or "gpt2" (a GPT-2 decoder trained on next-token
 	// prediction) or "bert" (an encoder trained by masked-language modelling, task.go). Model
 	// holds the sizes of either; Encoder the options only BERT has.
-	Arch    string          `json:"arch,omitempty"`
-	Model   gpt.Config      `json:"model"`
-	Encoder *EncoderOptions `json:"encoder,omitempty"`
-	Data    string          `json:"data"`           // prepared dataset: a directory or one shard
-	Init    string          `json:"init,omitempty"` // pretrained weights the run started from (--init)
+	Arch  string     `json:"arch,omitempty"`
+	Model gpt.Config `json:"model"`
+	// PadVocab is --pad-vocab as given to a resume, which ApplyOverrides checks against the
+	// padding Model holds; a run records only the padded size.
+	PadVocab int             `json:"-"`
+	Encoder  *EncoderOptions `json:"encoder,omitempty"`
+	Data     string          `json:"data"`           // prepared dataset: a directory or one shard
+	Init     string          `json:"init,omitempty"` // pretrained weights the run started from (--init)
 	// Tokenizer of the data, kept so checkpoints can be sampled without the dataset.
 	Tokenizer *TokenizerInfo `json:"tokenizer,omitempty"`
 
@@ -150,7 +153,7 @@ func (c Config) Validate() error {
 	case !(c.LR > 0):
 		return fmt.Errorf("--lr must be a positive number, got %g", c.LR)
 	case c.MinLR < 0 || c.MinLR > c.LR:
-		return fmt.Errorf("--min-lr must be in [0, --lr], got %g", c.MinLR)
+		return fmt.Errorf("--min-lr %g must be in [0, --lr %g]; pass a --min-lr between them (the schedule ends there)", c.MinLR, c.LR)
 	case c.Warmup < 0:
 		return fmt.Errorf("--warmup must be >= 0, got %d", c.Warmup)
 	case c.Schedule != "cosine" && c.Schedule != "linear" && c.Schedule != "constant":
@@ -163,8 +166,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--weight-decay must be >= 0, got %g", c.WeightDecay)
 	case c.GradClip < 0:
 		return fmt.Errorf("--grad-clip must be >= 0 (0 = off), got %g", c.GradClip)
-	case c.EvalEvery < 0 || c.SampleEvery < 0 || c.CkptEvery < 0 || c.LogEvery < 0 || c.EvalBatches < 0 || c.KeepCkpts < 0:
-		return fmt.Errorf("--eval-every, --eval-batches, --sample-every, --ckpt-every, --keep-ckpts and --log-every must be >= 0")
+	case c.EvalEvery < 0 || c.SampleEvery < 0 || c.CkptEvery < 0 || c.LogEvery < 0 || c.EvalBatches < 0 || c.KeepCkpts < 0 || c.SampleTokens < 0:
+		return fmt.Errorf("--eval-every, --eval-batches, --sample-every, --sample-tokens, --ckpt-every, --keep-ckpts and --log-every must be >= 0")
+	case c.EvalEvery > 0 && c.EvalBatches == 0:
+		return fmt.Errorf("--eval-batches 0 validates on nothing, so --eval-every %d would never run; give --eval-batches >= 1, or --eval-every 0 for no validation", c.EvalEvery)
 	case c.HellaSwagEvery < 0 || c.HellaSwagLimit < 0:
 		return fmt.Errorf("--eval-hellaswag-every and --hellaswag-limit must be >= 0")
 	case c.HellaSwagEvery > 0 && c.HellaSwag == "":
@@ -199,8 +204,9 @@ func (c Config) validateArch() error {
 }
 
 // LRAt is the learning rate of the update with 0-based index step: linear warmup over Warmup
-// steps to LR ((step+1)/Warmup, as llm.c and nanoGPT do), then the schedule from LR down to MinLR
-// at the last step.
+// steps to LR ((step+1)/Warmup, as llm.c and nanoGPT do), then the schedule from LR down to
+// MinLR at index Steps, one past the last update (index Steps-1), as in llm.c: the last update
+// runs a little above MinLR.
 func (c Config) LRAt(step int) float64 {
 	if step < c.Warmup {
 		return c.LR * float64(step+1) / float64(c.Warmup)
@@ -250,6 +256,12 @@ func ApplyOverrides(saved, given Config, set map[string]bool) (Config, error) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
+		if name == "pad-vocab" {
+			if p := gpt.PadVocab(saved.Model.VocabSize, given.PadVocab); p != saved.Model.PaddedVocabSize {
+				unsafe = append(unsafe, fmt.Sprintf("--pad-vocab (the run pads its vocabulary of %d to %d, given %d)", saved.Model.VocabSize, saved.Model.PaddedVocabSize, p))
+			}
+			continue
+		}
 		g, ok := givenFields[name]
 		if !ok {
 			continue // flags that are not part of the run config (device, threads, ...)
@@ -319,10 +331,9 @@ func fieldsByFlag(c *Config) map[string]field {
 	for name, p := range map[string]*int{"n-layer": &c.Model.NumLayers, "n-head": &c.Model.NumHeads, "n-embd": &c.Model.Channels, "block-size": &c.Model.BlockSize, "vocab-size": &c.Model.VocabSize} {
 		intF(name, p)
 	}
-	// --model and --pad-vocab change the whole model config; compare it as one value.
-	for _, name := range []string{"model", "pad-vocab"} {
-		add(name, func() any { return c.Model }, func(v any) { c.Model = v.(gpt.Config) })
-	}
+	// --model changes the whole model config; compare it as one value. (--pad-vocab is compared
+	// by ApplyOverrides.)
+	add("model", func() any { return c.Model }, func(v any) { c.Model = v.(gpt.Config) })
 	add("arch", func() any { // "" is gpt2, as --arch's default reads
 		if c.Arch == "" {
 			return "gpt2"

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"os"
@@ -195,11 +196,57 @@ func TestResumeAndForceClearLeftovers(t *testing.T) {
 	if steps, _ := readLog(t, filepath.Join(dir, logFile)); len(steps) != 6 {
 		t.Errorf("--force twice, 6 steps each: %d steps in log.jsonl, want 6", len(steps))
 	}
-	if err := prepareRunDir(dir, true, "/dev/null"); err != nil {
-		t.Fatal(err)
+	cfg.LogFile = "/dev/null"
+	for range 2 {
+		if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Force: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if st, err := os.Stat("/dev/null"); err != nil || st.Mode().IsRegular() {
 		t.Fatalf("/dev/null after --force --log /dev/null: %v, %v", st, err)
+	}
+}
+
+// --force replaces a run only once the new one is sure to start: a new run that fails its
+// checks (config, data, --init) leaves the old one whole. A --log file that is not the replaced
+// run's own log is refused, never deleted or appended to.
+func TestForceKeepsOldRunUntilNewStarts(t *testing.T) {
+	ds := writeDataset(t, 50)
+	cfg := smallConfig(ds)
+	cfg.Steps, cfg.CkptEvery, cfg.EvalEvery = 2, 2, 0
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	runJSON, _ := os.ReadFile(filepath.Join(dir, runFile))
+	ckpts, _ := checkpoint.List(dir)
+	notes := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(notes, []byte("my notes, not a log\n"), 0o644)
+	for name, change := range map[string]func(c *Config){
+		"a bad schedule":        func(c *Config) { c.Schedule = "cosin" },
+		"a batch over the data": func(c *Config) { c.BatchSize = 100000 },
+		"a missing --init":      func(c *Config) { c.Init = filepath.Join(t.TempDir(), "none.bin") },
+		"a foreign --log":       func(c *Config) { c.LogFile = notes },
+		"a --log in no folder":  func(c *Config) { c.LogFile = filepath.Join(t.TempDir(), "no", "log.jsonl") },
+	} {
+		bad := cfg
+		change(&bad)
+		if _, err := runTrain(t, Options{Config: bad, RunDir: dir, Force: true}); err == nil {
+			t.Fatalf("%s: the new run started", name)
+		}
+		after, _ := os.ReadFile(filepath.Join(dir, runFile))
+		left, _ := checkpoint.List(dir)
+		if !bytes.Equal(after, runJSON) || len(left) != len(ckpts) {
+			t.Errorf("--force with %s: run.json changed or %d of %d checkpoints left", name, len(left), len(ckpts))
+		}
+	}
+	if b, _ := os.ReadFile(notes); string(b) != "my notes, not a log\n" {
+		t.Errorf("a refused --log file was changed: %q", b)
+	}
+	// Without --force, an existing --log file is not appended to either.
+	cfg.LogFile = notes
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: filepath.Join(t.TempDir(), "new")}); err == nil || !strings.Contains(err.Error(), "--log") {
+		t.Errorf("a new run with --log onto a notes file: %v, want a refusal naming --log", err)
 	}
 }
 

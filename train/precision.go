@@ -53,6 +53,11 @@ func (c Config) validatePrecision() error {
 	if err != nil {
 		return err
 	}
+	switch g := c.GradPrecision; g {
+	case "", "fp32", "bf16", "fp16":
+	default:
+		return fmt.Errorf("unknown --grad-precision %q; use fp32, bf16 or fp16", g)
+	}
 	if g := c.GradPrecision; g != "" && g != "fp32" && (dt == backend.F32 || g != dt.String()) {
 		return fmt.Errorf("--grad-precision %s needs --precision %s (gradients are fp32 or the 16-bit compute format)", g, g)
 	}
@@ -66,6 +71,8 @@ func (c Config) validatePrecision() error {
 	switch {
 	case !(s.Init > 0) || math.IsInf(s.Init, 0):
 		return fmt.Errorf("--loss-scale must be a positive number, got %g", s.Init)
+	case s.Init > maxLossScale:
+		return fmt.Errorf("--loss-scale %g is beyond what a float32 gradient can hold; use at most 2^64 (GradScaler starts at 2^16)", s.Init)
 	case !(s.Growth >= 1) || math.IsInf(s.Growth, 0):
 		return fmt.Errorf("--loss-scale-growth must be >= 1, got %g", s.Growth)
 	case !(s.Backoff > 0 && s.Backoff < 1):
@@ -126,11 +133,14 @@ func (s *LossScaler) Update(finite bool, c LossScaleConfig) (apply bool) {
 	}
 	s.CleanSteps++
 	if s.CleanSteps >= c.Window {
-		s.Scale *= c.Growth
+		s.Scale = min(s.Scale*c.Growth, maxLossScale)
 		s.CleanSteps = 0
 	}
 	return true
 }
+
+// maxLossScale bounds the loss scale: gradients of order 1 times it stay far inside float32.
+const maxLossScale = 1 << 64
 
 // startLossScaler gives an fp16 run a loss scaler if its state has none (a new run, or one saved
 // in another precision); other precisions have none.
@@ -140,6 +150,8 @@ func (t *Trainer) startLossScaler() {
 		return
 	}
 	if t.state.LossScale == nil {
+		t.state.LossScale = NewLossScaler(t.cfg.lossScale())
+	} else if t.opts.Resume && t.opts.Set["loss-scale"] { // given on resume: start over from it
 		t.state.LossScale = NewLossScaler(t.cfg.lossScale())
 	}
 }

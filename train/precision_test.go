@@ -258,3 +258,34 @@ func TestCharRecipeShortInEveryPrecision(t *testing.T) {
 		}
 	}
 }
+
+// --loss-scale given on resume starts the scaler over from it (a user passes it to leave a bad
+// scale); without it the saved scaler carries on. A scale beyond float32 is refused.
+func TestFP16LossScaleOnResume(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Precision = "fp16"
+	cfg.LossScale = LossScaleConfig{Init: 0x1p16, Growth: 2, Backoff: 0.5, Window: 1}
+	cfg.Steps, cfg.CkptEvery = 4, 2
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, StopAt: 2}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.LossScale.Init = 1024
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Resume: true, Set: map[string]bool{"loss-scale": true}}); err != nil {
+		t.Fatal(err)
+	}
+	log := readScaleLog(t, filepath.Join(dir, logFile))
+	if log.scale[3] != 1024 {
+		t.Errorf("step 3 after a resume with --loss-scale 1024 ran at %g", log.scale[3])
+	}
+	big := cfg
+	big.LossScale.Init = 1e40
+	if err := big.Validate(); err == nil || !strings.Contains(err.Error(), "--loss-scale") {
+		t.Errorf("--loss-scale 1e40: %v, want a refusal", err)
+	}
+	s := NewLossScaler(LossScaleConfig{Init: maxLossScale})
+	s.Update(true, LossScaleConfig{Init: maxLossScale, Growth: 2, Backoff: 0.5, Window: 1})
+	if s.Scale != maxLossScale {
+		t.Errorf("the scale grew past its bound to %g", s.Scale)
+	}
+}

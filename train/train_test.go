@@ -306,7 +306,8 @@ func TestLRSchedule(t *testing.T) {
 		want     float64
 	}{
 		{"cosine", 0, 1e-4}, {"cosine", 9, 1e-3}, {"cosine", 10, 1e-3},
-		{"cosine", 60, 1e-4 + 0.5*9e-4}, {"cosine", 110, 1e-4},
+		{"cosine", 60, 1e-4 + 0.5*9e-4}, {"cosine", 110, 1e-4}, // index 110: after the last update
+		{"cosine", 109, 1e-4 + 0.5*(1+math.Cos(math.Pi*99/100))*9e-4}, // the last update's
 		{"linear", 60, 1e-3 - 0.5*9e-4}, {"linear", 35, 1e-3 - 0.25*9e-4},
 		{"constant", 5, 6e-4}, {"constant", 100, 1e-3},
 	}

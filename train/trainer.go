@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -192,8 +193,8 @@ func openLocked(opts Options) (*Trainer, error) {
 		}
 		defer ck.Close()
 	} else {
-		if t.rank0() {
-			if err := prepareRunDir(opts.RunDir, opts.Force, opts.Config.LogFile); err != nil {
+		if t.rank0() { // refusals only: an old run is cleared once the new one is sure to start
+			if err := checkNewRun(opts.RunDir, opts.Force, opts.Config.LogFile); err != nil {
 				return nil, err
 			}
 		}
@@ -238,6 +239,9 @@ func openLocked(opts Options) (*Trainer, error) {
 			return nil, err
 		}
 	} else if err := t.initWeights(); err != nil {
+		t.close()
+		return nil, err
+	} else if err := t.startNewRun(); err != nil {
 		t.close()
 		return nil, err
 	}
@@ -291,24 +295,65 @@ func (t *Trainer) logPath() string {
 	return filepath.Join(t.opts.RunDir, logFile)
 }
 
-// prepareRunDir makes dir ready for a new run, refusing to touch an existing run unless force.
-func prepareRunDir(dir string, force bool, customLog string) error {
+// checkNewRun refuses a new run in dir when dir holds one and force is not given, and a --log
+// file (newLog) that holds anything but the log of the run --force replaces. It changes nothing
+// there but creating dir: clearOldRun deletes the old run once the new one can start.
+func checkNewRun(dir string, force bool, newLog string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create run directory: %w", err)
 	}
 	existing, _ := checkpoint.List(dir)
 	_, statErr := os.Stat(filepath.Join(dir, runFile))
-	if statErr != nil && len(existing) == 0 {
+	hasRun := statErr == nil || len(existing) > 0
+	if hasRun && !force {
+		return fmt.Errorf("run directory %s already holds a run; use --resume %s to continue it, --force to start over there, or another --out", dir, dir)
+	}
+	if newLog == "" {
 		return nil
 	}
-	if !force {
-		return fmt.Errorf("run directory %s already holds a run; use --resume %s to continue it, --force to start over there, or another --out", dir, dir)
+	st, err := os.Stat(newLog)
+	if errors.Is(err, fs.ErrNotExist) {
+		if parent := filepath.Dir(newLog); !isDir(parent) {
+			return fmt.Errorf("--log %s: folder %s does not exist; create it or give another path", newLog, parent)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--log %s: %w", newLog, err)
+	}
+	if !st.Mode().IsRegular() || st.Size() == 0 { // a device such as /dev/null, or an empty file
+		return nil
+	}
+	if old, err := os.Stat(recordedLog(dir)); force && hasRun && err == nil && os.SameFile(st, old) {
+		return nil // the old run's own log, which --force replaces
+	}
+	return fmt.Errorf("--log %s already holds %d bytes that are not the log of the run in %s; a new run's log starts empty, so give a new file", newLog, st.Size(), dir)
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+// recordedLog returns the --log file of the run in dir (from its run.json), or "".
+func recordedLog(dir string) string {
+	var saved struct {
+		LogFile string `json:"log_file"`
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, runFile)); err == nil && json.Unmarshal(b, &saved) == nil {
+		return saved.LogFile
+	}
+	return ""
+}
+
+// clearOldRun deletes the run in dir that --force replaces: its config, logs (a --log file
+// elsewhere too), samples, profile, report, TensorBoard events and checkpoints.
+func clearOldRun(dir string) error {
+	if st, err := os.Stat(recordedLog(dir)); err == nil && st.Mode().IsRegular() {
+		os.Remove(recordedLog(dir)) // --log: the run's log, elsewhere (a device such as /dev/null stays)
 	}
 	for _, name := range []string{runFile, logFile, samplesFile, ProfileFile, "report.html"} {
 		os.Remove(filepath.Join(dir, name))
-	}
-	if st, err := os.Stat(customLog); customLog != "" && err == nil && st.Mode().IsRegular() {
-		os.Remove(customLog) // --log: the run's log, elsewhere (a device such as /dev/null stays)
 	}
 	events, _ := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
 	for _, name := range events {
@@ -398,6 +443,10 @@ func (t *Trainer) openData() error {
 		if t.val, err = data.NewEvalLoader(ds.ValShards, cfg.BatchSize, cfg.rowLen(), cfg.Model.VocabSize, cfg.EvalBatches); err != nil {
 			return fmt.Errorf("validation data: %w (or train without validation: --eval-every 0)", err)
 		}
+		if rows, windows := int64(cfg.EvalBatches)*int64(cfg.BatchSize), t.val.Windows(); rows > windows && t.rank0() {
+			fmt.Fprintf(t.out, "warning: --eval-batches %d reads %d rows per evaluation, but the validation split holds %d distinct windows of %d tokens, so each is read about %.1f times; --eval-batches %d reads each about once\n",
+				cfg.EvalBatches, rows, windows, cfg.rowLen()+1, float64(rows)/float64(windows), max(1, windows/int64(cfg.BatchSize)))
+		}
 	}
 	t.text = newTextCodec(t.cfg.Tokenizer)
 	return nil
@@ -432,7 +481,18 @@ func (t *Trainer) initWeights() error {
 	}
 	t.state = State{}
 	t.state.Loader = t.train.State()
-	if cfg.CkptEvery > 0 {
+	return nil
+}
+
+// startNewRun clears what --force replaces (every check that could refuse the new run has
+// passed: its config, data, model and --init weights) and saves the initial weights as step 0.
+func (t *Trainer) startNewRun() error {
+	if t.rank0() && t.opts.Force {
+		if err := clearOldRun(t.opts.RunDir); err != nil {
+			return err
+		}
+	}
+	if t.cfg.CkptEvery > 0 || t.cfg.Steps == 0 { // --steps 0: a run of its initial weights
 		return t.saveCheckpoint()
 	}
 	return nil

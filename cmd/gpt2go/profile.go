@@ -50,6 +50,11 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	set := setFlags(fs)
+	if runDir == "" { // the schedule train would give these steps (--run takes the run's)
+		if err := scheduleDefaults(&cfg, set); err != nil {
+			return err
+		}
+	}
 	for flag, path := range map[string]string{"--trace": tracePath, "--json": jsonPath} {
 		if path == "" {
 			continue

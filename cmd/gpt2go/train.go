@@ -86,6 +86,7 @@ func (m *modelFlags) asGivenFor(cfg *train.Config, set map[string]bool, arch str
 		return err
 	}
 	m.givenShape(&cfg.Model, set)
+	cfg.PadVocab = m.padTo
 	return nil
 }
 
@@ -202,6 +203,9 @@ func (m *modelFlags) build(set map[string]bool, dataVocab int) (gpt.Config, erro
 		}
 	}
 	if set["vocab-size"] {
+		if dataVocab > 0 && m.vocabSize != dataVocab { // every id a model has must be one its data has
+			return cfg, fmt.Errorf("--vocab-size %d differs from the data's vocabulary of %d tokens (its meta.json); leave it out, or round it up for speed with --pad-vocab 64 (padded logits are masked)", m.vocabSize, dataVocab)
+		}
 		cfg.VocabSize = m.vocabSize
 	}
 	if cfg.VocabSize == 0 {
@@ -226,8 +230,8 @@ func trainFlags(fs *flag.FlagSet, c *train.Config) {
 	fs.IntVar(&c.GradAccum, "grad-accum", c.GradAccum, "micro-batches per optimizer step")
 	fs.IntVar(&c.Steps, "steps", 4000, "optimizer steps")
 	fs.Float64Var(&c.LR, "lr", 3e-3, "peak learning rate")
-	fs.Float64Var(&c.MinLR, "min-lr", 3e-4, "learning rate at the end of the schedule")
-	fs.IntVar(&c.Warmup, "warmup", 50, "linear warmup steps")
+	fs.Float64Var(&c.MinLR, "min-lr", 0, "learning rate the schedule decays towards, reached after the last step (default: --lr / 10)")
+	fs.IntVar(&c.Warmup, "warmup", defaultWarmup, "linear warmup steps (default 50, or a tenth of --steps when --steps is under 50)")
 	fs.StringVar(&c.Schedule, "lr-schedule", c.Schedule, "cosine, linear or constant (after warmup)")
 	fs.Float64Var(&c.Beta1, "beta1", c.Beta1, "AdamW beta1")
 	fs.Float64Var(&c.Beta2, "beta2", c.Beta2, "AdamW beta2")
@@ -253,6 +257,24 @@ func trainFlags(fs *flag.FlagSet, c *train.Config) {
 	fs.Float64Var(&c.LossScale.Growth, "loss-scale-growth", c.LossScale.Growth, "fp16: multiply the loss scale by this after --loss-scale-window clean steps")
 	fs.Float64Var(&c.LossScale.Backoff, "loss-scale-backoff", c.LossScale.Backoff, "fp16: multiply the loss scale by this when a gradient is inf/NaN (the step is skipped)")
 	fs.IntVar(&c.LossScale.Window, "loss-scale-window", c.LossScale.Window, "fp16: clean steps in a row before the loss scale grows")
+}
+
+const defaultWarmup = 50
+
+// scheduleDefaults fills in the schedule flags whose defaults follow others: --min-lr is a tenth
+// of --lr (nanoGPT's rule), and the warmup is shortened for runs shorter than it, so that the
+// learning rate reaches --lr. An explicit --warmup longer than --steps is an error.
+func scheduleDefaults(c *train.Config, set map[string]bool) error {
+	if !set["min-lr"] {
+		c.MinLR = c.LR / 10
+	}
+	if c.Warmup > c.Steps {
+		if set["warmup"] {
+			return fmt.Errorf("--warmup %d is longer than --steps %d: the learning rate would never reach --lr; use --warmup <= %d", c.Warmup, c.Steps, c.Steps)
+		}
+		c.Warmup = c.Steps / 10
+	}
+	return nil
 }
 
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
@@ -288,6 +310,19 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return err
 	}
 	set := setFlags(fs)
+	if stopAt < 0 {
+		return fmt.Errorf("--stop-at must be a step >= 1 (0 = run to --steps), got %d", stopAt)
+	}
+	if cfg.LogFile != "" { // run.json records it; plot and report read it from anywhere
+		if cfg.LogFile, err = filepath.Abs(cfg.LogFile); err != nil {
+			return err
+		}
+	}
+	if resume == "" {
+		if err := scheduleDefaults(&cfg, set); err != nil {
+			return err
+		}
+	}
 	if mf.archName() == "bert" && mf.init != "" { // before preparing data or downloading weights
 		return fmt.Errorf("--init loads GPT-2 weights; a BERT run starts from its own initialisation")
 	}
@@ -410,8 +445,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if !math.IsNaN(sum.LastValAcc) {
 		val += fmt.Sprintf(", val masked-token accuracy %.4f", sum.LastValAcc)
 	}
-	fmt.Fprintf(stdout, "done: %d steps, train loss %.4f, val loss %s, %.1f ms/step; checkpoint %s\n",
-		sum.Steps, sum.LastLoss, val, sum.MsPerStep, sum.Checkpoint)
+	if sum.Steps == 0 {
+		fmt.Fprintf(stdout, "done: no steps trained (--steps 0); initial weights in checkpoint %s\n", sum.Checkpoint)
+	} else {
+		fmt.Fprintf(stdout, "done: %d steps, train loss %.4f, val loss %s, %.1f ms/step; checkpoint %s\n",
+			sum.Steps, sum.LastLoss, val, sum.MsPerStep, sum.Checkpoint)
+	}
 	run := shellQuote(opts.RunDir)
 	use := "sample --ckpt " + run
 	if sum.Arch == "bert" {

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The schedule's defaults follow the run (--min-lr a tenth of --lr, a warmup no longer than
+// --steps), the flags that would make no sense are refused in one line naming them, and
+// run.json records an absolute --log path.
+func TestTrainFlagDefaultsAndRefusals(t *testing.T) {
+	dataDir := prepared(t)
+	tmp := t.TempDir()
+	runDir := filepath.Join(tmp, "run")
+	t.Chdir(tmp)
+	mustRun(t, trainArgs(dataDir, runDir, "--steps", "5", "--lr", "1e-4", "--log", "mylog.jsonl")...)
+	var saved struct {
+		LR      float64 `json:"lr"`
+		MinLR   float64 `json:"min_lr"`
+		Warmup  int     `json:"warmup"`
+		LogFile string  `json:"log_file"`
+	}
+	b, _ := os.ReadFile(filepath.Join(runDir, "run.json"))
+	if err := json.Unmarshal(b, &saved); err != nil {
+		t.Fatal(err)
+	}
+	if saved.MinLR != saved.LR/10 || saved.Warmup != 0 || saved.LogFile != filepath.Join(tmp, "mylog.jsonl") {
+		t.Errorf("run.json: lr %g, min_lr %g, warmup %d, log_file %q; want min_lr lr/10, warmup 0 (5 steps), log_file absolute",
+			saved.LR, saved.MinLR, saved.Warmup, saved.LogFile)
+	}
+	mustRun(t, "train", "--resume", runDir, "--steps", "6", "--pad-vocab", "0") // the run's own: no padding
+	for _, c := range []struct {
+		want string
+		args []string
+	}{
+		{"--warmup 10 is longer than --steps 5", trainArgs(dataDir, filepath.Join(tmp, "w"), "--steps", "5", "--warmup", "10")},
+		{"--vocab-size 300 differs from the data's vocabulary", trainArgs(dataDir, filepath.Join(tmp, "v"), "--vocab-size", "300")},
+		{"--stop-at must be", trainArgs(dataDir, filepath.Join(tmp, "s"), "--stop-at", "-1")},
+		{"--eval-batches 0", trainArgs(dataDir, filepath.Join(tmp, "e"), "--eval-batches", "0")},
+		{"--min-lr 0.001 must be in [0, --lr 0.0001]", []string{"train", "--resume", runDir, "--steps", "7", "--min-lr", "1e-3"}},
+		{"cannot change --pad-vocab (the run pads its vocabulary of", []string{"train", "--resume", runDir, "--steps", "7", "--pad-vocab", "100"}},
+	} {
+		mustFail(t, c.want, c.args...)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "w", "run.json")); err == nil || strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("a refused run wrote run.json")
+	}
+}
