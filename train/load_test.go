@@ -243,6 +243,14 @@ func TestForceKeepsOldRunUntilNewStarts(t *testing.T) {
 	if b, _ := os.ReadFile(notes); string(b) != "my notes, not a log\n" {
 		t.Errorf("a refused --log file was changed: %q", b)
 	}
+	// The replaced run's own log may be named: RUN/log.jsonl, which --force then starts again.
+	cfg.LogFile = filepath.Join(dir, logFile)
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Force: true}); err != nil {
+		t.Errorf("--force --log RUN/log.jsonl: %v", err)
+	}
+	if steps, _ := readLog(t, cfg.LogFile); len(steps) != cfg.Steps {
+		t.Errorf("--force --log RUN/log.jsonl: %d steps logged, want %d", len(steps), cfg.Steps)
+	}
 	// Without --force, an existing --log file is not appended to either.
 	cfg.LogFile = notes
 	if _, err := runTrain(t, Options{Config: cfg, RunDir: filepath.Join(t.TempDir(), "new")}); err == nil || !strings.Contains(err.Error(), "--log") {

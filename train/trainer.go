@@ -335,15 +335,16 @@ func isDir(path string) bool {
 	return err == nil && st.IsDir()
 }
 
-// recordedLog returns the --log file of the run in dir (from its run.json), or "".
+// recordedLog returns the log file of the run in dir: its --log (from its run.json), or
+// RUNDIR/log.jsonl.
 func recordedLog(dir string) string {
 	var saved struct {
 		LogFile string `json:"log_file"`
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, runFile)); err == nil && json.Unmarshal(b, &saved) == nil {
+	if b, err := os.ReadFile(filepath.Join(dir, runFile)); err == nil && json.Unmarshal(b, &saved) == nil && saved.LogFile != "" {
 		return saved.LogFile
 	}
-	return ""
+	return filepath.Join(dir, logFile)
 }
 
 // clearOldRun deletes the run in dir that --force replaces: its config, logs (a --log file
