@@ -5,7 +5,9 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
+	"github.com/dlclark/regexp2/v2"
 	tiktoken "github.com/tiktoken-go/tokenizer"
 )
 
@@ -15,8 +17,23 @@ const (
 	GPT2EOT       = 50256
 )
 
+// gpt2Pattern is GPT-2's pre-tokenizer (see the cut-point proof below). Its \p{L} and \p{N}
+// are Go's unicode tables (unicode.Version: 15.0), so a letter or digit that Unicode added later
+// (CJK Extension I from U+2EBF0 in 15.1; U+1C89, Garay, the hieroglyphs from U+13460 in 16.0)
+// is neither here, where tiktoken's newer tables have it: "x\U0002EBF0's" ends in "'" "s" here
+// ([... 6 82]) and in the contraction "'s" there ([... 338]). The ids still decode to the text;
+// the difference goes when Go's tables catch up.
+const gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+
+// DEL (U+007F) and its token, the only one of GPT-2's tokens that holds the byte 0x7F.
+const (
+	del      = 0x7F
+	delToken = 221
+)
+
 // gpt2Tokenizer is GPT-2's byte-pair encoding, computed by tiktoken-go's r50k_base codec (the
-// same ids as OpenAI tiktoken's "gpt2"; the library's own GPT2 constant is broken in v0.10.0).
+// same ids as OpenAI tiktoken's "gpt2"; the library's own GPT2 constant is broken in v0.10.0),
+// except where the text has a DEL (encodeString).
 //
 // Encode cuts the text into segments at the safe cut points proved below and memoises each
 // short segment's ids, so common words cost a map lookup instead of a regexp match and a BPE
@@ -25,6 +42,7 @@ const (
 type gpt2Tokenizer struct {
 	encoder *tiktoken.Codec // invalid UTF-8 in the input is replaced by U+FFFD, like tiktoken on a Python str
 	decoder *tiktoken.Codec // returns the token bytes as they are, so split characters survive
+	split   *regexp2.Regexp // gpt2Pattern in regexp2's interpreter, for text with DEL (encodeWithDEL)
 	caches  chan *segmentCache
 	appendedSpecials
 }
@@ -49,11 +67,19 @@ func GPT2() (Tokenizer, error) {
 			gpt2Err = fmt.Errorf("gpt2 tokenizer: %w", err)
 			return
 		}
+		// Compile, unlike MustCompile, never picks up a generated matcher registered for the
+		// pattern; the group keeps it so should that change.
+		split, err := regexp2.Compile(`(?:`+gpt2Pattern+`)`, regexp2.None)
+		if err != nil {
+			gpt2Err = fmt.Errorf("gpt2 tokenizer: %w", err)
+			return
+		}
 		enc.SetErrorMode(tiktoken.ErrorModeReplace)
 		dec.SetErrorMode(tiktoken.ErrorModeNone)
 		gpt2Instance = &gpt2Tokenizer{
 			encoder: &enc,
 			decoder: &dec,
+			split:   split,
 			caches:  make(chan *segmentCache, runtime.GOMAXPROCS(0)),
 		}
 	})
@@ -80,6 +106,22 @@ func (t *gpt2Tokenizer) Encode(text []byte) []int {
 	return t.encodeSegment(cache, ids, text[start:])
 }
 
+// encodeString encodes s as tiktoken does. Encode calls it per segment: the cut points are
+// proved for the pattern, so they hold whichever engine matches it.
+//
+// tiktoken-go v0.10.0 matches gpt2Pattern with code that regexp2cg generated, and its ASCII
+// table for [^\s\p{L}\p{N}] leaves out U+007F: no alternative matches a DEL, so the library
+// skips it ("a\x7fb" came out as [64 65], tiktoken's is [64 221 65]). That bit is looked at
+// only for a DEL, so text without one is the library's to encode; text with one is split by
+// regexp2's interpreter instead (encodeWithDEL). testdata/gpt2/tiktoken.json, made by OpenAI's
+// tiktoken, checks both ways.
+func (t *gpt2Tokenizer) encodeString(s string) []uint {
+	if strings.IndexByte(s, del) >= 0 {
+		return t.encodeWithDEL(s)
+	}
+	return t.libraryEncode(s)
+}
+
 func (t *gpt2Tokenizer) libraryEncode(s string) []uint {
 	ids, _, err := (*t.encoder).Encode(s)
 	if err != nil {
@@ -87,6 +129,60 @@ func (t *gpt2Tokenizer) libraryEncode(s string) []uint {
 		panic(fmt.Sprintf("gpt2 tokenizer: %v", err))
 	}
 	return ids
+}
+
+// encodeWithDEL splits s into pieces with the interpreter and has the library encode each
+// piece's runs between DELs. That is BPE on each piece: no token but delToken holds a DEL, so
+// no merge joins one to its neighbours, and each run is a single match of the pattern by
+// itself, so the library's own splitting leaves it whole. (A piece alone is one match: an
+// alternative that failed on it within the text fails on it alone, since only \s+(?!\S) looks
+// past its match and then \s+ takes the same whitespace; and a DEL is only ever in a
+// ` ?[^\s\p{L}\p{N}]+` piece, whose runs are a space or that class after an optional space.)
+func (t *gpt2Tokenizer) encodeWithDEL(s string) []uint {
+	s = replaceInvalidUTF8(s) // as the library does before it splits
+	var ids []uint
+	m, err := t.split.FindStringMatch(s)
+	for ; m != nil && err == nil; m, err = t.split.FindNextMatch(m) {
+		piece := m.String()
+		for {
+			i := strings.IndexByte(piece, del)
+			if i < 0 {
+				break
+			}
+			ids = append(ids, t.libraryEncode(piece[:i])...)
+			ids = append(ids, delToken)
+			piece = piece[i+1:]
+		}
+		ids = append(ids, t.libraryEncode(piece)...)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("gpt2 tokenizer: %v", err)) // no timeout is set, as in libraryEncode
+	}
+	return ids
+}
+
+// replaceInvalidUTF8 replaces each maximal invalid subpart of s (the longest prefix that could
+// start a character, else one byte) with U+FFFD, as Python's decode(errors="replace") and the
+// library do.
+func replaceInvalidUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && n == 1 {
+			for n < len(s) && !utf8.FullRuneInString(s[:n+1]) {
+				n++
+			}
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
 }
 
 func toInts(dst []int, ids []uint) []int {
@@ -101,7 +197,7 @@ func (t *gpt2Tokenizer) encodeSegment(cache *segmentCache, dst []int, seg []byte
 		return dst
 	}
 	if len(seg) > maxCachedSegment {
-		return toInts(dst, t.libraryEncode(string(seg)))
+		return toInts(dst, t.encodeString(string(seg)))
 	}
 	if ids, ok := cache.ids[string(seg)]; ok {
 		for _, id := range ids {
@@ -109,7 +205,7 @@ func (t *gpt2Tokenizer) encodeSegment(cache *segmentCache, dst []int, seg []byte
 		}
 		return dst
 	}
-	ids := t.libraryEncode(string(seg))
+	ids := t.encodeString(string(seg))
 	cache.put(seg, ids)
 	return toInts(dst, ids)
 }
