@@ -72,6 +72,28 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// Bounds on the sizes of a model read from a file, far above any GPT-2's (GPT-2 XL: 48 layers,
+// 1600 channels, 1024 positions), so that a corrupt or mistyped header is refused before its
+// sizes are allocated or looped over.
+const (
+	maxFileLayers    = 1 << 10
+	maxFileChannels  = 1 << 16
+	maxFileBlockSize = 1 << 20
+)
+
+// Plausible reports a size of c beyond those bounds as a one-line error naming it.
+func (c Config) Plausible() error {
+	switch {
+	case c.NumLayers > maxFileLayers:
+		return fmt.Errorf("n_layer %d is implausible (at most %d)", c.NumLayers, maxFileLayers)
+	case c.Channels > maxFileChannels:
+		return fmt.Errorf("n_embd %d is implausible (at most %d)", c.Channels, maxFileChannels)
+	case c.BlockSize > maxFileBlockSize:
+		return fmt.Errorf("block_size %d is implausible (at most %d)", c.BlockSize, maxFileBlockSize)
+	}
+	return nil
+}
+
 // VocabFits says whether ids from a tokenizer (or data) of vocab of them are the model's own
 // vocabulary, up to the padding a trainer may have added (nanoGPT's GPT-2 has 50304 for
 // GPT-2's 50257): not more ids than the model, nor 128 or more fewer (byte or char ids under

@@ -118,7 +118,7 @@ func checkLLMC(f *os.File, path string) (Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("llm.c model %s has a bad header: %w", path, err)
 	}
-	if cfg.BlockSize > 1<<20 || cfg.Channels > 1<<16 || cfg.NumLayers > 1<<10 || cfg.PaddedVocabSize > 1<<22 {
+	if cfg.Plausible() != nil || cfg.PaddedVocabSize > 1<<22 {
 		return Config{}, fmt.Errorf("llm.c model %s has an implausible header (%+v); the file is corrupt", path, cfg)
 	}
 	n := cfg.NumParams()

@@ -125,6 +125,9 @@ func readConfig(path string) (gpt.Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return bad("%v", err)
 	}
+	if err := cfg.Plausible(); err != nil {
+		return bad("%v", err)
+	}
 	return cfg, nil
 }
 

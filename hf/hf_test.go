@@ -474,6 +474,11 @@ func TestReadErrors(t *testing.T) {
 		{"missing tensor", func(t *testing.T) string { return variant(t, drop("h.1.mlp.c_fc.bias"), nil) }, []string{"lacks tensor h.1.mlp.c_fc.bias", "not a complete GPT-2"}},
 		{"wrong width", func(t *testing.T) string { return variant(t, nil, set("n_embd", 48)) }, []string{"has shape [99 36], want [99 48]", "do not belong together"}},
 		{"too few layers in config", func(t *testing.T) string { return variant(t, nil, set("n_layer", 1)) }, []string{"h.1.", "n_layer 1"}},
+		// Refused before listing 12 tensors per layer of config.json's, which took 25 s and 6 GB
+		// for n_layer 1e6 and ran out of memory for 3e7.
+		{"too many layers in config", func(t *testing.T) string { return variant(t, nil, set("n_layer", 1000)) }, []string{"holds layers up to h.1.", "n_layer 1000;"}},
+		{"implausible n_layer", func(t *testing.T) string { return variant(t, nil, set("n_layer", 30_000_000)) }, []string{"n_layer 30000000 is implausible"}},
+		{"implausible n_positions", func(t *testing.T) string { return variant(t, nil, set("n_positions", 1<<40)) }, []string{"block_size 1099511627776 is implausible"}},
 		{"heads do not divide", func(t *testing.T) string { return variant(t, nil, set("n_head", 5)) }, []string{"not divisible by n_head 5"}},
 		{"untied lm_head", func(t *testing.T) string {
 			return variant(t, func(ts []safetensors.Tensor) []safetensors.Tensor {

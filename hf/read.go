@@ -279,6 +279,7 @@ func checkHeader(f *os.File, path string, cfg gpt.Config) (*source, error) {
 		return nil, fmt.Errorf("%s is not a valid safetensors file: %w", path, err)
 	}
 	src := &source{cfg: cfg, path: path, header: h, found: map[string]safetensors.TensorInfo{}}
+	layers := 0 // the highest h.N. plus one
 	for _, t := range h.Tensors {
 		name := strings.TrimPrefix(t.Name, prefix)
 		if _, dup := src.found[name]; dup {
@@ -292,32 +293,42 @@ func checkHeader(f *os.File, path string, cfg gpt.Config) (*source, error) {
 			continue
 		}
 		if m := layerName.FindStringSubmatch(name); m != nil {
-			if l, _ := strconv.Atoi(m[1]); l >= cfg.NumLayers {
+			l, _ := strconv.Atoi(m[1])
+			if l >= cfg.NumLayers {
 				return nil, fmt.Errorf("%s holds tensor %s but config.json says n_layer %d; config.json and the weights do not belong together", path, t.Name, cfg.NumLayers)
 			}
+			layers = max(layers, l+1)
 		}
 		src.found[name] = t
 	}
+	// Before listing cfg's tensors, which are 12 per layer of config.json's.
+	if layers > 0 && layers < cfg.NumLayers {
+		return nil, fmt.Errorf("%s holds layers up to h.%d. but config.json says n_layer %d; config.json and the weights do not belong together", path, layers-1, cfg.NumLayers)
+	}
 	want := tensors(cfg)
 	known := map[string]bool{}
-	var missing []string
+	var missing string // the first
+	nMissing := 0
 	for _, w := range want {
 		known[w.name] = true
 		info, ok := src.found[w.name]
 		if !ok {
-			missing = append(missing, w.name)
+			if nMissing == 0 {
+				missing = w.name
+			}
+			nMissing++
 			continue
 		}
 		if err := checkTensor(info, w.shape); err != nil {
 			return nil, fmt.Errorf("%s: %w; config.json (n_embd %d, n_head %d, n_layer %d, n_positions %d, vocab_size %d) and the weights do not belong together", path, err, cfg.Channels, cfg.NumHeads, cfg.NumLayers, cfg.BlockSize, cfg.VocabSize)
 		}
 	}
-	if len(missing) > 0 {
+	if nMissing > 0 {
 		more := ""
-		if len(missing) > 1 {
-			more = fmt.Sprintf(" and %d more", len(missing)-1)
+		if nMissing > 1 {
+			more = fmt.Sprintf(" and %d more", nMissing-1)
 		}
-		return nil, fmt.Errorf("%s lacks tensor %s%s (with or without the %q prefix); it is not a complete GPT-2 model", path, missing[0], more, prefix)
+		return nil, fmt.Errorf("%s lacks tensor %s%s (with or without the %q prefix); it is not a complete GPT-2 model", path, missing, more, prefix)
 	}
 	if src.lmHead != nil {
 		if err := checkTensor(*src.lmHead, []int{cfg.VocabSize, cfg.Channels}); err != nil {
