@@ -89,6 +89,17 @@ func readConfig(path string) (gpt.Config, error) {
 	bad := func(format string, args ...any) (gpt.Config, error) {
 		return gpt.Config{}, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...))
 	}
+	// A null size would read as absent, and get the 124M model's size below, where
+	// transformers fails on it; n_head in particular no shape check would catch.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return gpt.Config{}, fmt.Errorf("%s is not valid JSON (%v); it should be a Hugging Face GPT-2 config.json", path, err)
+	}
+	for _, key := range []string{"vocab_size", "n_positions", "n_embd", "n_layer", "n_head"} {
+		if string(fields[key]) == "null" {
+			return bad("%s is null; give the model's %s (GPT2Config's default applies only when it is absent)", key, key)
+		}
+	}
 	if c.ModelType != "gpt2" {
 		what := "no model_type"
 		if c.ModelType != "" {

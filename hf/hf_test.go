@@ -479,6 +479,9 @@ func TestReadErrors(t *testing.T) {
 		{"too many layers in config", func(t *testing.T) string { return variant(t, nil, set("n_layer", 1000)) }, []string{"holds layers up to h.1.", "n_layer 1000;"}},
 		{"implausible n_layer", func(t *testing.T) string { return variant(t, nil, set("n_layer", 30_000_000)) }, []string{"n_layer 30000000 is implausible"}},
 		{"implausible n_positions", func(t *testing.T) string { return variant(t, nil, set("n_positions", 1<<40)) }, []string{"block_size 1099511627776 is implausible"}},
+		// Not GPT2Config's default 12, which divides n_embd 36 too: no shape would catch it.
+		{"n_head null", func(t *testing.T) string { return variant(t, nil, set("n_head", nil)) }, []string{"n_head is null"}},
+		{"n_layer null", func(t *testing.T) string { return variant(t, nil, set("n_layer", nil)) }, []string{"n_layer is null"}},
 		{"heads do not divide", func(t *testing.T) string { return variant(t, nil, set("n_head", 5)) }, []string{"not divisible by n_head 5"}},
 		{"untied lm_head", func(t *testing.T) string {
 			return variant(t, func(ts []safetensors.Tensor) []safetensors.Tensor {
