@@ -554,8 +554,17 @@ func TestIgnoredTensors(t *testing.T) {
 }
 
 func TestIsWeightsFile(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(fixtureDir, hf.WeightsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(t.TempDir(), hf.WeightsFile)
+	if err := os.WriteFile(truncated, raw[:len(raw)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for path, want := range map[string]bool{
 		filepath.Join(fixtureDir, hf.WeightsFile): true,
+		truncated:                                 true, // the header names GPT-2's tensors; Read says the file is cut short
 		"testdata/expected.safetensors":           false,
 		filepath.Join(fixtureDir, hf.ConfigFile):  false,
 		"../gpt/testdata/ref_model.bin":           false,

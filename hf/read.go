@@ -62,18 +62,14 @@ type source struct {
 }
 
 // IsWeightsFile reports whether path is a safetensors file with GPT-2's Hugging Face names
-// (wte.weight, with or without the "transformer." prefix).
+// (wte.weight, with or without the "transformer." prefix). It looks at the names only, so a
+// file cut short after its header counts, and Read says what is wrong with it.
 func IsWeightsFile(path string) bool {
-	h, err := safetensors.ReadFileHeader(path)
+	names, err := safetensors.ReadTensorNames(path)
 	if err != nil {
 		return false
 	}
-	for _, t := range h.Tensors {
-		if t.Name == "wte.weight" || t.Name == prefix+"wte.weight" {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(names, "wte.weight") || slices.Contains(names, prefix+"wte.weight")
 }
 
 // Inspect checks a Hugging Face GPT-2 model without reading its weights and returns its gpt2go

@@ -84,6 +84,30 @@ func ReadFileHeader(path string) (*Header, error) {
 	return ReadHeader(f, st.Size())
 }
 
+// ReadTensorNames returns the tensor names in the header of the safetensors file at path, in
+// the header's order. Unlike ReadFileHeader it does not check the tensors' byte ranges against
+// the data, so a file cut short after its header still says what it holds.
+func ReadTensorNames(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	h, err := readHeader(f, st.Size())
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(h.Tensors))
+	for i, t := range h.Tensors {
+		names[i] = t.Name
+	}
+	return names, nil
+}
+
 // Read reads and validates a safetensors file of size bytes from r.
 func Read(r io.ReaderAt, size int64) (*File, error) {
 	h, err := ReadHeader(r, size)
@@ -107,6 +131,19 @@ func Read(r io.ReaderAt, size int64) (*File, error) {
 // ReadHeader reads and validates the header of a safetensors file of size bytes, without reading
 // the tensor data. Errors wrap ErrTruncated when the file is shorter than the header says.
 func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
+	h, err := readHeader(r, size)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLayout(h.Tensors, h.DataSize); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// readHeader is ReadHeader without checking the tensors' byte ranges against the data (nor
+// sorting them by offset).
+func readHeader(r io.ReaderAt, size int64) (*Header, error) {
 	if size < 8 {
 		return nil, fmt.Errorf("file is %d bytes, too short for the 8-byte header length: %w", size, ErrTruncated)
 	}
@@ -133,9 +170,6 @@ func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
 	}
 	h.DataOffset = 8 + int64(n)
 	h.DataSize = size - h.DataOffset
-	if err := checkLayout(h.Tensors, h.DataSize); err != nil {
-		return nil, err
-	}
 	return h, nil
 }
 

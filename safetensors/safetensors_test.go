@@ -372,6 +372,24 @@ func TestReadFileErrorsNamePath(t *testing.T) {
 	}
 }
 
+// TestReadTensorNames: the names come from the header alone, so a file cut in its data still
+// gives them (ReadFileHeader refuses it), and one cut in its header does not.
+func TestReadTensorNames(t *testing.T) {
+	file := write(t, []Tensor{FromFloat32("b", []int{2}, []float32{1, 2}), FromFloat32("a", []int{3}, []float32{3, 4, 5})}, nil)
+	path := filepath.Join(t.TempDir(), "cut.safetensors")
+	os.WriteFile(path, file[:len(file)-4], 0o644)
+	if _, err := ReadFileHeader(path); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("ReadFileHeader of a file cut in its data: %v", err)
+	}
+	if names, err := ReadTensorNames(path); err != nil || !reflect.DeepEqual(names, []string{"b", "a"}) {
+		t.Errorf("ReadTensorNames = %v, %v; want [b a]", names, err)
+	}
+	os.WriteFile(path, file[:12], 0o644)
+	if names, err := ReadTensorNames(path); !errors.Is(err, ErrTruncated) {
+		t.Errorf("ReadTensorNames of a file cut in its header = %v, %v", names, err)
+	}
+}
+
 // TestFloat32Paths checks the direct (little-endian host) and chunked (portable) conversions
 // against each other on lengths around the chunk size.
 func TestFloat32Paths(t *testing.T) {

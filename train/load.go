@@ -452,6 +452,11 @@ func resolveInit(spec string, progress io.Writer) (kind, path string, err error)
 		return "", "", fmt.Errorf("--init %s is a safetensors file without GPT-2's tensors (no wte.weight or transformer.wte.weight); pass %s", spec, InitHelp)
 	case isPyTorchPickle(spec):
 		return "", "", fmt.Errorf("--init %s is a PyTorch pickle, which gpt2go does not read; pass the model's model.safetensors (the Hub has one for every GPT-2 size), or save it with save_pretrained(dir, safe_serialization=True)", spec)
+	case strings.EqualFold(filepath.Ext(spec), ".safetensors"):
+		// Cut short inside its header (past it, hf.IsWeightsFile still knows the file and
+		// hf.Open says what is wrong), or not safetensors at all, such as a saved error page.
+		_, err := safetensors.ReadFileHeader(spec)
+		return "", "", fmt.Errorf("--init %s is not a valid safetensors file: %v", spec, err)
 	}
 	return "", "", fmt.Errorf("--init %s is neither an llm.c model file (wrong magic %d, want %d) nor a Hugging Face GPT-2 model; pass %s", spec, readMagic(spec), gpt.LLMCMagic, InitHelp)
 }

@@ -335,3 +335,32 @@ func TestSanitizeFloat32(t *testing.T) {
 		t.Errorf("%s, %v", b, err)
 	}
 }
+
+// A model.safetensors cut short is said to be, whether --init names the file or its folder (the
+// file was "neither an llm.c model file (wrong magic 2584 ...) nor a Hugging Face GPT-2 model").
+func TestInitTruncatedSafetensors(t *testing.T) {
+	weights, err := os.ReadFile("../hf/testdata/tiny/model.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := os.ReadFile("../hf/testdata/tiny/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), config, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "model.safetensors")
+	for _, size := range []int{len(weights) / 2, 100} { // in the data, in the header
+		if err := os.WriteFile(path, weights[:size], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, spec := range []string{path, dir} {
+			_, err := InitConfig(spec, nil)
+			if err == nil || !strings.Contains(err.Error(), "not a valid safetensors file") || !strings.Contains(err.Error(), "truncated") {
+				t.Errorf("--init %s cut to %d bytes: %v; want it called a truncated safetensors file", spec, size, err)
+			}
+		}
+	}
+}
