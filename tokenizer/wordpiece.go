@@ -25,7 +25,8 @@ import (
 //     (categories Cc, Cf, Co, except tab, newline and carriage return); whitespace (JavaScript's
 //     \s: Zs, tab, newline, CR, and the line and paragraph separators) becomes ' '.
 //  2. put spaces around CJK ideographs (BERT's Unicode blocks), so each is a word.
-//  3. uncased only: lower-case (full Unicode lower-casing, with Greek final sigma), then
+//  3. uncased only: lower-case (full Unicode lower-casing, with Greek final sigma as in
+//     transformers.js and Python's BertTokenizer, where BertTokenizerFast gives σ), then
 //     decompose (NFD) and drop nonspacing marks (Mn): "Café" -> "cafe".
 //  4. split into words at whitespace, and make every punctuation character a word of its own:
 //     Unicode categories P* and all of ASCII's non-alphanumeric symbols ($ + < = > ^ ` | ~).
@@ -325,10 +326,14 @@ func stripAccents(s string) string {
 
 func isMn(r rune) bool { return r > 0x7F && unicode.Is(unicode.Mn, r) }
 
-// lowerFull lower-cases s as JavaScript's toLowerCase, Rust's to_lowercase and Python's
-// str.lower do, up to what accent stripping removes afterwards: the simple per-rune mapping,
-// except that Σ becomes ς at the end of a word (the Final_Sigma condition). (The full mapping's
-// other difference, İ -> "i" + U+0307, only adds a mark that stripping drops.)
+// lowerFull lower-cases s as JavaScript's toLowerCase and Python's str.lower do (so as
+// transformers.js, Python's BertTokenizer and Google's original BERT), up to what accent
+// stripping removes afterwards: the simple per-rune mapping, except that Σ becomes ς at the end
+// of a word (the Final_Sigma condition). Hugging Face's Rust tokenizers (BertTokenizerFast,
+// AutoTokenizer's default) differ there: they lower-case a character at a time
+// (char::to_lowercase, which has no Final_Sigma), so "ΟΔΟΣ" ends in ##σ with them and in ##ς
+// here. (The full mapping's other difference, İ -> "i" + U+0307, only adds a mark that
+// stripping drops.)
 func lowerFull(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))
