@@ -20,9 +20,10 @@ func (be *Backend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight backen
 
 // matmulForward: out(N,OC) = inp(N,C) @ weight(OC,C)^T + bias(OC); bias may be nil. Each output
 // element starts from its bias (or 0) and adds the C products in order; a few rows (generation's
-// one token at a time) take the matrix-vector path instead (matvec.go).
+// one token at a time) take the matrix-vector path instead (matvec.go), unless C is 0: then out is
+// the bias (or zeros), which gemm sets for an empty sum and matvec's blocking has no size for.
 func matmulForward[F Float](p *pool, ws *gemmWorkspace[F], out, inp, weight, bias []F, N, C, OC int) {
-	if N <= matvecMaxRows {
+	if N <= matvecMaxRows && C > 0 {
 		matvec(p, out, inp, weight, bias, N, C, OC)
 		return
 	}

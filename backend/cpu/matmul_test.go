@@ -51,8 +51,10 @@ func matmulShapes() [][3]int {
 			shapes = append(shapes, [3]int{n, c, sizes[(i+j)%len(sizes)]}, [3]int{n, c, sizes[(i*j+3)%len(sizes)]})
 		}
 	}
-	// Cross the packed block sizes in each dimension.
+	// Cross the packed block sizes in each dimension; C = 0 (out is the bias) on both the few-row
+	// and the gemm path.
 	return append(shapes,
+		[3]int{3, 0, 4}, [3]int{matvecMaxRows + 1, 0, 4},
 		[3]int{gemmMC + 5, gemmKC + 3, 37},
 		[3]int{9, 2*gemmKC + 1, gemmNC + 3},
 		[3]int{70, 300, 45},
