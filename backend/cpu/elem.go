@@ -4,8 +4,8 @@ import "math"
 
 // This file holds the float32 elementwise kernels in pure Go: the fallback where there is no
 // assembly (elem_other.go) and the reference the assembly in elem_amd64.s is tested against. Both
-// evaluate exp with exp32 below, a float32 Cephes expf accurate to about 1 ulp, instead of float64
-// math.Exp.
+// evaluate exp with exp32 below, a float32 Cephes expf accurate to about 1 ulp on [expLo, expHi]
+// (outside, it returns its value at the nearer end), instead of float64 math.Exp.
 
 // exp32 constants; elem_amd64.s holds the same values.
 const (
@@ -113,8 +113,18 @@ func geluForwardGo(y, x []float32) {
 	}
 }
 
+// geluLimit is where gelu' is set rather than computed: 1 above it and 0 below -geluLimit, its
+// float32 values there (|gelu'(x) - 1| and |gelu'(-x)| are below e^-600). The formula misses
+// them because exp32 clamps its argument: for large x, e stays at 2.4e-38 instead of 0 and
+// e*x^3 grew to gelu'(1e13) = 6, then Inf once x^2 overflowed; for large -x, s stays at 4e-39
+// and s*x^3 reached -Inf at -1e15. From 10 to 20 the formula gives 1, and for -x values of
+// magnitude below 1e-35 (0 would be right); the limit is not lower so that every input in
+// [-20, 20] keeps the bits it had.
+const geluLimit = 20
+
 // geluBackwardGo sets dx[i] = gelu'(x[i]) * dy[i]. With s = 1/(1+e) = (1+tanh(u))/2, 1-s = e*s
-// and gelu'(x) = s + 2*x*s*(1-s)*du/dx = s + x*(e*s)*s*(geluDA + geluDB*x^2).
+// and gelu'(x) = s + 2*x*s*(1-s)*du/dx = s + x*(e*s)*s*(geluDA + geluDB*x^2); beyond
+// ±geluLimit it is 1 or 0. NaN stays NaN.
 func geluBackwardGo(dx, x, dy []float32) {
 	dx, dy = dx[:len(x)], dy[:len(x)]
 	for i, v := range x {
@@ -122,7 +132,13 @@ func geluBackwardGo(dx, x, dy []float32) {
 		e := exp32(v * (geluB*x2 + geluA))
 		s := 1 / (e + 1)
 		q := e * s * (geluDB*x2 + geluDA) * v
-		dx[i] = (q*s + s) * dy[i]
+		d := q*s + s
+		if v > geluLimit {
+			d = 1
+		} else if v < -geluLimit {
+			d = 0
+		}
+		dx[i] = d * dy[i]
 	}
 }
 

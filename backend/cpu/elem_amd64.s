@@ -29,6 +29,8 @@ SPLAT(384, $0xbfcc422a) // GELU_A = -1.5957691669464111: -2*sqrt(2/pi)
 SPLAT(416, $0xbd922279) // GELU_B = -0.07135481387376785: -2*sqrt(2/pi)*0.044715
 SPLAT(448, $0x3fcc422a) // GELU_DA = 1.5957691669464111: 2*sqrt(2/pi)
 SPLAT(480, $0x3e5b33b6) // GELU_DB = 0.21406444907188416: 2*sqrt(2/pi)*3*0.044715
+SPLAT(512, $0x41a00000) // GELU_LIMIT = 20: gelu' is 1 above it (geluLimit in elem.go)
+SPLAT(544, $0xc1a00000) // GELU_NEG_LIMIT = -20: and 0 below this
 #define EXP_HI elemConsts<>+0(SB)
 #define EXP_LO elemConsts<>+32(SB)
 #define EXP_LOG2E elemConsts<>+64(SB)
@@ -45,7 +47,9 @@ SPLAT(480, $0x3e5b33b6) // GELU_DB = 0.21406444907188416: 2*sqrt(2/pi)*3*0.04471
 #define GELU_B elemConsts<>+416(SB)
 #define GELU_DA elemConsts<>+448(SB)
 #define GELU_DB elemConsts<>+480(SB)
-GLOBL elemConsts<>(SB), RODATA|NOPTR, $512
+#define GELU_LIMIT elemConsts<>+512(SB)
+#define GELU_NEG_LIMIT elemConsts<>+544(SB)
+GLOBL elemConsts<>(SB), RODATA|NOPTR, $576
 
 // EXP sets X = exp(X) for 8 float32 lanes (Cephes expf: n = round(x*log2e), r = x - n*ln2 in two
 // parts, e^r by a degree-7 polynomial, then 2^n added into the exponent bits), clobbering N and T.
@@ -226,7 +230,8 @@ gfDone:
 	RET
 
 // GELU_BWD sets D = gelu'(X) = s + x*e*s*s*(GELU_DA + GELU_DB*x^2) with
-// e = exp(x*(GELU_A + GELU_B*x^2)) and s = 1/(1+e), clobbering X2, E, N and T.
+// e = exp(x*(GELU_A + GELU_B*x^2)) and s = 1/(1+e), then 1 where x > GELU_LIMIT and 0 where
+// x < GELU_NEG_LIMIT (ordered compares: NaN stays NaN), clobbering X2, E, N and T.
 #define GELU_BWD(X, D, X2, E, N, T) \
 	VMULPS      X, X, X2; \
 	VMOVUPS     GELU_B, T; \
@@ -241,7 +246,11 @@ gfDone:
 	VFMADD213PS GELU_DA, X2, T; \
 	VMULPS      T, E, E; \
 	VMULPS      X, E, E; \
-	VFMADD213PS D, E, D
+	VFMADD213PS D, E, D; \
+	VCMPPS      $0x1e, GELU_LIMIT, X, T; \
+	VBLENDVPS   T, ONE, D, D; \
+	VCMPPS      $0x11, GELU_NEG_LIMIT, X, T; \
+	VANDNPS     D, T, D
 
 // func geluBackwardAVX2(dx, x, dy *float32, n int)
 // dx[i] = gelu'(x[i]) * dy[i] for i < n, n a multiple of 8.

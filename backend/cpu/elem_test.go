@@ -82,6 +82,41 @@ func TestGeluFloat32(t *testing.T) {
 	}
 }
 
+// TestGeluBackwardLimits: beyond ±geluLimit gelu' is exactly 1 or 0 on the kernel and in Go, up
+// to the infinities, where the formula's clamped exp made it grow like x^3 (gelu'(1e13) was 6,
+// gelu'(-1e15) -Inf), and NaN stays NaN. Each input sits in a kernel's 8 lanes and in the tail.
+func TestGeluBackwardLimits(t *testing.T) {
+	inf := float32(math.Inf(1))
+	for _, c := range []struct{ x, want float32 }{
+		{geluLimit + 0.5, 1}, {1e11, 1}, {1e13, 1}, {1e15, 1}, {3e19, 1}, {math.MaxFloat32, 1}, {inf, 1},
+		{-geluLimit - 0.5, 0}, {-1e11, 0}, {-1e13, 0}, {-1e15, 0}, {-3e19, 0}, {-math.MaxFloat32, 0}, {-inf, 0},
+	} {
+		x := make([]float32, 9)
+		for i := range x {
+			x[i] = c.x
+		}
+		dy := make([]float32, len(x))
+		for i := range dy {
+			dy[i] = 3
+		}
+		dx := make([]float32, len(x))
+		geluBackward32(dx, x, dy)
+		for i, d := range dx {
+			if d != 3*c.want {
+				t.Errorf("gelu'(%g) * 3 = %g at [%d], want %g", c.x, d, i, 3*c.want)
+			}
+		}
+	}
+	nan := float32(math.NaN())
+	x, dy, dx := []float32{nan, nan, nan, nan, nan, nan, nan, nan, nan}, make([]float32, 9), make([]float32, 9)
+	geluBackward32(dx, x, dy)
+	for i, d := range dx {
+		if d == d {
+			t.Errorf("gelu'(NaN) = %g at [%d], want NaN", d, i)
+		}
+	}
+}
+
 // TestElemOpsAllocateNothing: after a first call, the ops of this file's kernels allocate nothing
 // (their loop state lives in the pool's reused jobs), as the training step requires.
 func TestElemOpsAllocateNothing(t *testing.T) {
