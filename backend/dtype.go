@@ -130,10 +130,14 @@ func RoundF16(x float32) float32 {
 // with probabilities that make the expected result x, decided by the 32 random bits r (use
 // StochasticBits so that every backend draws the same bits for the same element). It is used
 // when AdamW writes a 16-bit parameter copy, where round-to-nearest would drop updates smaller
-// than half a unit in the last place. F32 returns x.
+// than half a unit in the last place. F32 returns x; NaN becomes the one NaN that rounding to
+// nearest gives (a payload such as 0x7f800001 is no bf16 value: its top half reads as +Inf).
 func RoundStochastic(d DType, x float32, r uint32) float32 {
-	if x != x || d == F32 || d == I32 {
+	if d == F32 || d == I32 {
 		return x
+	}
+	if x != x {
+		return float32(math.NaN())
 	}
 	b := math.Float32bits(x)
 	sign := b & 0x8000_0000

@@ -131,6 +131,17 @@ func TestRoundStochastic(t *testing.T) {
 			}
 		}
 	}
+	// NaN, whatever its payload, becomes round-to-nearest's NaN (the CUDA kernel writes it too).
+	for _, d := range []DType{BF16, F16} {
+		for _, bits := range []uint32{0x7f80_0001, 0xff80_0001, 0x7fbf_ffff, 0x7f81_2345, 0x7fc0_0000} {
+			x := math.Float32frombits(bits)
+			for i := range 4 {
+				if got, want := RoundStochastic(d, x, StochasticBits(7, i)), d.Round(x); math.Float32bits(got) != math.Float32bits(want) {
+					t.Errorf("%v: NaN %#08x rounded stochastically to %#08x, want %#08x", d, bits, math.Float32bits(got), math.Float32bits(want))
+				}
+			}
+		}
+	}
 	if StochasticBits(1, 5) != StochasticBits(1, 5) || StochasticBits(1, 5) == StochasticBits(2, 5) || StochasticBits(1, 5) == StochasticBits(1, 6) {
 		t.Error("StochasticBits must depend on the seed and the index, and only on them")
 	}
