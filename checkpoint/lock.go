@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpt2go/gpt2go/data"
 )
 
 // lockFile is the run directory's writer lock. Readers (sample, eval, plot, report) never take it.
@@ -20,8 +22,13 @@ const lockFile = ".lock"
 type RunLock struct{ f *os.File }
 
 // LockRunDir takes the writer lock of runDir, creating the directory if needed. When another
-// process holds it, the error names that process (pid and host) and says what to do.
+// process holds it, the error names that process (pid and host) and says what to do. A prepared
+// dataset is refused before anything is written into it: a run would mix its files with the
+// shards, and the .lock left behind made prepare refuse to replace the dataset.
 func LockRunDir(runDir string) (*RunLock, error) {
+	if data.IsPrepared(runDir) {
+		return nil, fmt.Errorf("%s is a prepared dataset (meta.json and shards), not a run directory; pass it as --data and write the run to another --out", runDir)
+	}
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create run directory: %w", err)
 	}

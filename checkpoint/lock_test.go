@@ -32,3 +32,22 @@ func TestLockRunDir(t *testing.T) {
 	var none *RunLock
 	none.Release()
 }
+
+// A prepared dataset is no run directory: locking it is refused, and no .lock is left in it
+// (prepare would then refuse to replace the dataset).
+func TestLockRunDirRefusesDataset(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"meta.json", "train_000000.bin"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := LockRunDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "is a prepared dataset") {
+		l.Release()
+		t.Fatalf("lock of a dataset: err = %v, want a refusal", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, lockFile)); err == nil {
+		t.Error("the refused lock left a .lock in the dataset")
+	}
+}

@@ -34,6 +34,17 @@ type Meta struct {
 	tokenizer.Record
 }
 
+// IsPrepared reports whether dir is a dataset gpt2go prepare wrote: meta.json beside its first
+// train shard, train_000000.bin.
+func IsPrepared(dir string) bool {
+	for _, name := range []string{MetaFile, "train_000000.bin"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || !st.Mode().IsRegular() {
+			return false
+		}
+	}
+	return true
+}
+
 // ReadMeta reads DIR/meta.json. A missing file gives an error that wraps fs.ErrNotExist.
 func ReadMeta(dir string) (*Meta, error) {
 	path := filepath.Join(dir, MetaFile)

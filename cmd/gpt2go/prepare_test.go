@@ -72,3 +72,19 @@ func TestPrepareNoValidation(t *testing.T) {
 		t.Errorf("--val-fraction 0: %+v, %v; want every token in train", meta, err)
 	}
 }
+
+// A prepared dataset is no run directory: train --resume and --out on it are refused before a
+// .lock is written there, so prepare can still replace the dataset afterwards.
+func TestTrainRefusesDataset(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "t.txt")
+	os.WriteFile(text, []byte(textCorpus()), 0o644)
+	ds := filepath.Join(dir, "ds")
+	mustRun(t, "prepare", "--input", text, "--out", ds, "--tokenizer", "char")
+	mustFail(t, ds+" is a prepared dataset (meta.json and shards), not a run directory", "train", "--resume", ds)
+	mustFail(t, ds+" is a prepared dataset", trainArgs(ds, ds, "--steps", "1")...)
+	if entries, _ := os.ReadDir(ds); len(entries) != 3 {
+		t.Errorf("the dataset holds %d entries after the refusals, want its 3", len(entries))
+	}
+	mustRun(t, "prepare", "--input", text, "--out", ds, "--tokenizer", "char")
+}
