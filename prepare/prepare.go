@@ -25,7 +25,10 @@
 //     starts with "." are skipped (hidden files and directories, .git); only regular files are
 //     taken (symlinks are not followed), and of those not the empty ones nor binary ones (a NUL
 //     byte in the first 8 KiB, git's test). With Options.Ext only files with one of those
-//     extensions are taken. Files named explicitly as inputs are always taken.
+//     extensions are taken. Folders gpt2go wrote are skipped, and the summary names them: runs
+//     (run.json beside checkpoints/ or log.jsonl) and prepared datasets (meta.json beside
+//     train_000000.bin), whose logs, samples, reports and meta.json are no corpus. Files named
+//     explicitly as inputs are always taken.
 package prepare
 
 import (
@@ -89,6 +92,7 @@ type Result struct {
 	Dir         string
 	Files       int
 	Bytes       int64
+	Skipped     []string // folders of gpt2go's own output the walks left out, with what each is
 	TrainShards []string
 	ValShards   []string
 	Meta        *data.Meta
@@ -107,7 +111,7 @@ func Run(opts Options) (*Result, error) {
 	if err := checkOut(opts.Out); err != nil {
 		return nil, err
 	}
-	files, total, err := collect(opts.Inputs, opts.Ext, opts.Out, opts.Tokenizer != "byte")
+	files, skipped, total, err := collect(opts.Inputs, opts.Ext, opts.Out, opts.Tokenizer != "byte")
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +179,7 @@ func Run(opts Options) (*Result, error) {
 	if err := install(staging, outAbs); err != nil {
 		return nil, err
 	}
-	res := &Result{Dir: opts.Out, Files: len(files), Bytes: total, Meta: meta, Duration: time.Since(start)}
+	res := &Result{Dir: opts.Out, Files: len(files), Bytes: total, Skipped: skipped, Meta: meta, Duration: time.Since(start)}
 	for _, name := range w.names[0] {
 		res.TrainShards = append(res.TrainShards, filepath.Join(opts.Out, name))
 	}
@@ -186,6 +190,9 @@ func Run(opts Options) (*Result, error) {
 	secs := res.Duration.Seconds()
 	fmt.Fprintf(progressOrDiscard(opts.Progress), "prepared %d files, %.1f MB -> %d train + %d val tokens in %.2f s (%.1f MB/s)\n",
 		res.Files, float64(total)/1e6, meta.TrainTokens, meta.ValTokens, secs, float64(total)/1e6/secs)
+	if len(skipped) > 0 {
+		fmt.Fprintf(progressOrDiscard(opts.Progress), "skipped %s\n", skippedList(skipped))
+	}
 	if opts.ValFraction > 0 && meta.ValTokens == 0 {
 		fmt.Fprintf(progressOrDiscard(opts.Progress), "warning: the validation split came out empty: the text has no place to cut after %.0f%% of it (the split falls on a whitespace or line boundary); training will report no val loss\n", 100*(1-opts.ValFraction))
 	}
@@ -338,19 +345,19 @@ type inputFile struct {
 	size int64
 }
 
-// collect lists the input files in sorted path order and their total size. Walks skip the
-// output directory out, so preparing a folder into a subfolder of itself twice doesn't read the
-// first output. A file reached twice (under two spellings, through a symbolic link, or given
-// and inside a given folder) is read once. A folder given as a symbolic link is walked (links
-// below it are not followed). A file given by name must be a regular file, and for a text
-// tokenizer (text) not a binary one (the test folder walks apply to skip them).
-func collect(inputs, exts []string, out string, text bool) ([]inputFile, int64, error) {
+// collect lists the input files in sorted path order and their total size, and the folders of
+// gpt2go's own output its walks skipped (gpt2goFolder). Walks skip the output directory out, so
+// preparing a folder into a subfolder of itself twice doesn't read the first output. A file
+// reached twice (under two spellings, through a symbolic link, or given and inside a given
+// folder) is read once. A folder given as a symbolic link is walked (links below it are not
+// followed). A file given by name must be a regular file, and for a text tokenizer (text) not a
+// binary one (the test folder walks apply to skip them).
+func collect(inputs, exts []string, out string, text bool) (files []inputFile, skipped []string, total int64, err error) {
 	outAbs := ResolvedPath(out) // as the walks, which follow a linked root, spell it
 	if len(inputs) == 0 {
-		return nil, 0, fmt.Errorf("prepare: no input files given")
+		return nil, nil, 0, fmt.Errorf("prepare: no input files given")
 	}
 	seen := map[string]bool{} // the files' resolved absolute paths
-	var files []inputFile
 	add := func(path string, size int64) {
 		if key := ResolvedPath(path); !seen[key] && size > 0 {
 			seen[key] = true
@@ -361,18 +368,18 @@ func collect(inputs, exts []string, out string, text bool) ([]inputFile, int64, 
 		st, err := os.Stat(in)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, 0, fmt.Errorf("prepare: input %s does not exist", in)
+				return nil, nil, 0, fmt.Errorf("prepare: input %s does not exist", in)
 			}
-			return nil, 0, fmt.Errorf("prepare: input %s: %w", in, err)
+			return nil, nil, 0, fmt.Errorf("prepare: input %s: %w", in, err)
 		}
 		if !st.IsDir() {
 			if !st.Mode().IsRegular() {
-				return nil, 0, fmt.Errorf("prepare: input %s is not a regular file (a pipe or device?); save the text to a file and pass that", in)
+				return nil, nil, 0, fmt.Errorf("prepare: input %s is not a regular file (a pipe or device?); save the text to a file and pass that", in)
 			}
 			if binary, err := looksBinary(in); err != nil {
-				return nil, 0, fmt.Errorf("prepare: input %s: %w", in, err)
+				return nil, nil, 0, fmt.Errorf("prepare: input %s: %w", in, err)
 			} else if binary && text {
-				return nil, 0, fmt.Errorf("prepare: input %s looks binary (a NUL byte in its first 8 KiB: compressed?); decompress it, or tokenize its bytes with --tokenizer byte", in)
+				return nil, nil, 0, fmt.Errorf("prepare: input %s looks binary (a NUL byte in its first 8 KiB: compressed?); decompress it, or tokenize its bytes with --tokenizer byte", in)
 			}
 			add(in, st.Size())
 			continue
@@ -395,6 +402,11 @@ func collect(inputs, exts []string, out string, text bool) ([]inputFile, int64, 
 				if ResolvedPath(path) == outAbs {
 					return filepath.SkipDir
 				}
+				if what := gpt2goFolder(path); what != "" {
+					rel, _ := filepath.Rel(root, path) // spelled as the input was given
+					skipped = append(skipped, filepath.Join(in, rel)+" ("+what+")")
+					return filepath.SkipDir
+				}
 				return nil
 			}
 			if !d.Type().IsRegular() || (len(exts) > 0 && !slices.Contains(exts, filepath.Ext(path))) {
@@ -411,22 +423,58 @@ func collect(inputs, exts []string, out string, text bool) ([]inputFile, int64, 
 			return nil
 		})
 		if err != nil {
-			return nil, 0, fmt.Errorf("prepare: walk %s: %w", in, err)
+			return nil, nil, 0, fmt.Errorf("prepare: walk %s: %w", in, err)
 		}
 	}
 	slices.SortFunc(files, func(a, b inputFile) int { return strings.Compare(a.path, b.path) })
-	var total int64
 	for _, f := range files {
 		total += f.size
 	}
 	if len(files) == 0 {
-		ext := ""
-		if len(exts) > 0 {
-			ext = fmt.Sprintf(" (or lacks the extensions %v)", exts)
+		why := "every input is empty, hidden or binary"
+		if len(skipped) > 0 {
+			why = "every input is empty, hidden, binary or gpt2go's own output"
 		}
-		return nil, 0, fmt.Errorf("prepare: no text in %s: every input is empty, hidden or binary%s", strings.Join(inputs, ", "), ext)
+		if len(exts) > 0 {
+			why += fmt.Sprintf(" (or lacks the extensions %v)", exts)
+		}
+		if len(skipped) > 0 {
+			why += "; skipped " + skippedList(skipped)
+		}
+		return nil, nil, 0, fmt.Errorf("prepare: no text in %s: %s", strings.Join(inputs, ", "), why)
 	}
-	return files, total, nil
+	return files, skipped, total, nil
+}
+
+// gpt2goFolder says what dir is when gpt2go wrote it, "a training run" or "a prepared dataset",
+// and "" otherwise. A run is recognised by run.json beside its checkpoints/ or log.jsonl (a
+// run.json alone may be anyone's), a dataset by data.IsPrepared.
+func gpt2goFolder(dir string) string {
+	has := func(name string) bool {
+		_, err := os.Stat(filepath.Join(dir, name))
+		return err == nil
+	}
+	switch {
+	case has("run.json") && (has("checkpoints") || has("log.jsonl")):
+		return "a training run"
+	case data.IsPrepared(dir):
+		return "a prepared dataset"
+	}
+	return ""
+}
+
+// skippedList says which folders of gpt2go's own output a walk skipped: at most five by name.
+func skippedList(skipped []string) string {
+	const named = 5
+	list := strings.Join(skipped[:min(len(skipped), named)], ", ")
+	if len(skipped) > named {
+		list += fmt.Sprintf(" and %d more", len(skipped)-named)
+	}
+	folders := "folders"
+	if len(skipped) == 1 {
+		folders = "folder"
+	}
+	return fmt.Sprintf("%d %s gpt2go wrote, not text (name their files as --input to take them): %s", len(skipped), folders, list)
 }
 
 // ResolvedPath is path absolute with its symbolic links resolved, as far as it exists (a new

@@ -473,3 +473,46 @@ func TestInstallKeepsWhatItSetAside(t *testing.T) {
 		t.Errorf("the old meta.json is not in %s: %v", aside, err)
 	}
 }
+
+// A walk skips the folders gpt2go wrote, runs and prepared datasets, whose logs, samples,
+// reports and meta.json are no corpus, and the summary names them; a lone run.json or meta.json
+// is anyone's text and stays, as do a run's files named as inputs. A walk that finds only such
+// folders says so.
+func TestSkipsGpt2goOutput(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"corp/a.txt":                    "alpha alpha\n",
+		"corp/run/run.json":             `{"steps": 10}`,
+		"corp/run/log.jsonl":            `{"step": 1, "loss": 4.2}`,
+		"corp/run/samples.txt":          "---- sample at step 10\n",
+		"corp/run/report.html":          "<html></html>",
+		"corp/old/run.json":             `{"steps": 10}`,
+		"corp/old/checkpoints/notes.md": "kept aside",
+		"corp/ds/meta.json":             `{"tokenizer": "byte"}`,
+		"corp/ds/train_000000.bin":      "shard",
+		"corp/json/run.json":            "b",
+		"corp/json/meta.json":           "c",
+	})
+	var log bytes.Buffer
+	res, err := Run(Options{Inputs: []string{filepath.Join(dir, "corp"), filepath.Join(dir, "corp/run/samples.txt")}, Out: filepath.Join(dir, "out"), Tokenizer: "byte", ValFraction: -1, Progress: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sources []string
+	for _, s := range res.Meta.Sources {
+		rel, _ := filepath.Rel(dir, s)
+		sources = append(sources, filepath.ToSlash(rel))
+	}
+	if want := []string{"corp/a.txt", "corp/json/meta.json", "corp/json/run.json", "corp/run/samples.txt"}; !slices.Equal(sources, want) {
+		t.Errorf("sources %v, want %v", sources, want)
+	}
+	want := fmt.Sprintf("skipped 3 folders gpt2go wrote, not text (name their files as --input to take them): %s (a prepared dataset), %s (a training run), %s (a training run)\n",
+		filepath.Join(dir, "corp/ds"), filepath.Join(dir, "corp/old"), filepath.Join(dir, "corp/run"))
+	if !strings.Contains(log.String(), want) {
+		t.Errorf("summary %q lacks %q", log.String(), want)
+	}
+	_, err = Run(Options{Inputs: []string{filepath.Join(dir, "corp/run")}, Out: filepath.Join(dir, "out2"), Tokenizer: "byte"})
+	if err == nil || !strings.Contains(err.Error(), "no text in "+filepath.Join(dir, "corp/run")+": every input is empty, hidden, binary or gpt2go's own output; skipped 1 folder gpt2go wrote") {
+		t.Errorf("a run as the only input: %v", err)
+	}
+}
