@@ -58,7 +58,29 @@ const (
 	DefaultValFraction = 0.1
 	// DefaultShardTokens is llm.c's shard size: 100M tokens, 200 MB.
 	DefaultShardTokens = 100_000_000
+	// MinShardTokens is the smallest shard size Run takes: 64Ki tokens, 128 KiB, a batch of 63
+	// rows of GPT-2's 1024-token context read in order. Smaller shards leave their tails unread
+	// by in-order batches, and --shard-tokens 1 wrote a file per token.
+	MinShardTokens = 1 << 16
 )
+
+// CheckValFraction returns the one-line error for a --val-fraction outside [0, 1), NaN
+// included. (Options.ValFraction also takes a negative value for no split: the flag's 0.)
+func CheckValFraction(f float64) error {
+	if f >= 0 && f < 1 {
+		return nil
+	}
+	return fmt.Errorf("--val-fraction %g must be in [0, 1): the share of the text, at its end, held out for validation (0.1 = 10%%, 0 = none)", f)
+}
+
+// CheckShardTokens returns the one-line error for a --shard-tokens outside
+// [MinShardTokens, data.MaxShardTokens]. (Options.ShardTokens also takes 0 for the default.)
+func CheckShardTokens(n int) error {
+	if n >= MinShardTokens && n <= data.MaxShardTokens {
+		return nil
+	}
+	return fmt.Errorf("--shard-tokens %d must be between %d and %d tokens per shard file (default %d)", n, MinShardTokens, data.MaxShardTokens, DefaultShardTokens)
+}
 
 // maxVocab is the largest vocabulary shards hold: their ids are uint16.
 const maxVocab = 1 << 16
@@ -77,8 +99,8 @@ type Options struct {
 	Vocab        string    // wordpiece: the BERT vocab.txt (recorded whole in meta.json)
 	Cased        bool      // wordpiece: keep case and accents (default: lower-case, strip accents)
 	BERTSpecials bool      // gpt2, byte, char: append [PAD] [CLS] [SEP] [MASK] to the vocabulary
-	ValFraction  float64   // share of the input bytes for val; 0 means 0.1, negative means no val split
-	ShardTokens  int       // tokens per shard; 0 means 100M
+	ValFraction  float64   // share of the input bytes for val, below 1; 0 means 0.1, negative means no val split
+	ShardTokens  int       // tokens per shard, from MinShardTokens; 0 means 100M
 	Workers      int       // encoding goroutines; 0 means GOMAXPROCS
 	Progress     io.Writer // progress bar and summary; nil for silence
 	Fingerprint  string    // recorded in meta.json (Resolve uses it to recognise its caches)
@@ -115,6 +137,13 @@ func Run(opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	valStart := total // byte offset where val begins (before rounding to a safe cut)
+	if opts.ValFraction > 0 {
+		valStart = int64(float64(total) * (1 - opts.ValFraction))
+	}
+	if valStart == 0 {
+		return nil, fmt.Errorf("prepare: --val-fraction %g leaves no text to train on: (1 - %g) x %d bytes is under 1 byte; take a fraction below %.6g", opts.ValFraction, opts.ValFraction, total, 1-1/float64(total))
+	}
 	tok, err := newTokenizer(opts, files, total)
 	if err != nil {
 		return nil, err
@@ -132,10 +161,6 @@ func Run(opts Options) (*Result, error) {
 	}
 	defer os.RemoveAll(staging) // after a successful install it is gone already
 
-	valStart := total // byte offset where val begins (before rounding to a safe cut)
-	if opts.ValFraction > 0 {
-		valStart = int64(float64(total) * (1 - opts.ValFraction))
-	}
 	bar := progress.New(opts.Progress, total, "prepare", "bytes")
 	defer bar.Finish()
 	w := newShardSet(staging, opts.ShardTokens)
@@ -224,14 +249,16 @@ func withDefaults(opts Options) (Options, error) {
 	switch {
 	case opts.ValFraction == 0:
 		opts.ValFraction = DefaultValFraction
-	case !(opts.ValFraction < 1): // also NaN
-		return opts, fmt.Errorf("prepare: val fraction %g must be below 1 (0.1 = 10%% of the text for validation)", opts.ValFraction)
+	case opts.ValFraction > 0 || opts.ValFraction != opts.ValFraction: // negative: no split
+		if err := CheckValFraction(opts.ValFraction); err != nil {
+			return opts, fmt.Errorf("prepare: %w", err)
+		}
 	}
 	if opts.ShardTokens == 0 {
 		opts.ShardTokens = DefaultShardTokens
 	}
-	if opts.ShardTokens < 0 || opts.ShardTokens > data.MaxShardTokens {
-		return opts, fmt.Errorf("prepare: shard size %d tokens must be between 1 and %d", opts.ShardTokens, data.MaxShardTokens)
+	if err := CheckShardTokens(opts.ShardTokens); err != nil {
+		return opts, fmt.Errorf("prepare: %w", err)
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = runtime.GOMAXPROCS(0)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -272,8 +273,11 @@ func TestRunErrors(t *testing.T) {
 		{"out holds other files", Options{Inputs: []string{text}, Out: foreign}, "already holds notes.txt"},
 		{"no out", Options{Inputs: []string{text}}, "no output directory"},
 		{"tokenizer", Options{Inputs: []string{text}, Out: out, Tokenizer: "bpe"}, "unknown tokenizer"},
-		{"val fraction", Options{Inputs: []string{text}, Out: out, ValFraction: 1}, "must be below 1"},
-		{"shard size", Options{Inputs: []string{text}, Out: out, ShardTokens: -1}, "shard size"},
+		{"val fraction", Options{Inputs: []string{text}, Out: out, ValFraction: 1}, "--val-fraction 1 must be in [0, 1)"},
+		{"val fraction NaN", Options{Inputs: []string{text}, Out: out, ValFraction: math.NaN()}, "--val-fraction NaN must be in [0, 1)"},
+		{"no train text", Options{Inputs: []string{text}, Out: out, ValFraction: 0.9}, "--val-fraction 0.9 leaves no text to train on: (1 - 0.9) x 5 bytes is under 1 byte; take a fraction below 0.8"},
+		{"shard size", Options{Inputs: []string{text}, Out: out, ShardTokens: -1}, "--shard-tokens -1 must be between 65536 and 2147483647"},
+		{"small shards", Options{Inputs: []string{text}, Out: out, ShardTokens: 1}, "--shard-tokens 1 must be between 65536"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,8 +21,8 @@ func runPrepare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&opts.Vocab, "vocab", "", "wordpiece: BERT vocab.txt, one token per line (recorded whole in meta.json)")
 	fs.BoolVar(&opts.Cased, "cased", false, "wordpiece: keep case and accents (default: lower-case and strip accents, as bert-base-uncased)")
 	fs.BoolVar(&opts.BERTSpecials, "bert-specials", false, "gpt2, byte, char: append [PAD] [CLS] [SEP] [MASK] after the vocabulary (wordpiece has its own)")
-	fs.Float64Var(&opts.ValFraction, "val-fraction", 0.1, "fraction of the input (at the end) held out for validation (0: no validation split)")
-	fs.IntVar(&opts.ShardTokens, "shard-tokens", 100_000_000, "tokens per shard file")
+	fs.Float64Var(&opts.ValFraction, "val-fraction", 0.1, "fraction of the input (at the end) held out for validation, in [0, 1) (0: no validation split)")
+	fs.IntVar(&opts.ShardTokens, "shard-tokens", 100_000_000, fmt.Sprintf("tokens per shard file, at least %d", prepare.MinShardTokens))
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -35,8 +35,16 @@ func runPrepare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := train.CheckOutput(opts.Out, "--out"); err != nil {
 		return err
 	}
+	// The flags' ranges: Options' 0 means the default and a negative fraction no split, which
+	// given as flags would pass unnoticed.
+	if err := prepare.CheckValFraction(opts.ValFraction); err != nil {
+		return err
+	}
+	if err := prepare.CheckShardTokens(opts.ShardTokens); err != nil {
+		return err
+	}
 	opts.Inputs, opts.Context = inputs, ctx
-	if setFlags(fs)["val-fraction"] && opts.ValFraction == 0 {
+	if opts.ValFraction == 0 {
 		opts.ValFraction = -1 // asked for none (Options' 0 is the default)
 	}
 	if _, err := prepare.Run(opts); err != nil {

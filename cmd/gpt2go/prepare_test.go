@@ -73,6 +73,30 @@ func TestPrepareNoValidation(t *testing.T) {
 	}
 }
 
+// prepare's numeric flags outside their ranges are refused in one line naming the flag and the
+// range, where a negative fraction meant no split, 0 shard tokens the default and 1 a file per
+// token.
+func TestPrepareFlagRanges(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "t.txt")
+	os.WriteFile(text, []byte(strings.Repeat("to be or not to be\n", 40)), 0o644)
+	out := filepath.Join(dir, "ds")
+	for _, c := range []struct{ flag, value, want string }{
+		{"--val-fraction", "-0.1", "--val-fraction -0.1 must be in [0, 1)"},
+		{"--val-fraction", "1", "--val-fraction 1 must be in [0, 1)"},
+		{"--val-fraction", "NaN", "--val-fraction NaN must be in [0, 1)"},
+		{"--val-fraction", "0.9999999", "--val-fraction 0.9999999 leaves no text to train on: (1 - 0.9999999) x 760 bytes is under 1 byte; take a fraction below 0.998684"},
+		{"--shard-tokens", "0", "--shard-tokens 0 must be between 65536 and 2147483647"},
+		{"--shard-tokens", "-5", "--shard-tokens -5 must be between 65536 and 2147483647"},
+		{"--shard-tokens", "1", "--shard-tokens 1 must be between 65536 and 2147483647"},
+	} {
+		mustFail(t, c.want, "prepare", "--input", text, "--out", out, "--tokenizer", "char", c.flag, c.value)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a refused prepare wrote its output")
+	}
+}
+
 // A prepared dataset is no run directory: train --resume and --out on it are refused before a
 // .lock is written there, so prepare can still replace the dataset afterwards.
 func TestTrainRefusesDataset(t *testing.T) {
