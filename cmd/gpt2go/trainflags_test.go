@@ -48,4 +48,11 @@ func TestTrainFlagDefaultsAndRefusals(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(tmp, "w", "run.json")); err == nil || strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("a refused run wrote run.json")
 	}
+	// A folder that holds no run is not resumed, and gets no lock file.
+	plain := filepath.Join(tmp, "notes")
+	os.MkdirAll(plain, 0o755)
+	mustFail(t, "not a run directory", "train", "--resume", plain)
+	if entries, _ := os.ReadDir(plain); len(entries) != 0 {
+		t.Errorf("--resume of a plain folder left %d files in it", len(entries))
+	}
 }
