@@ -47,7 +47,11 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 }
 
 // gelu_tanh_grad = s + x (1 - s) s 2 du/dx with 2 du/dx = 2 sqrt(2/pi) (1 + 3 0.044715 x^2).
+// Beyond +-20 it is 1 or 0, its float32 values, as on the CPU: the formula gave NaN past
+// 1.8e19, where x * x overflows and e s is 0 * inf.
 __device__ __forceinline__ float gelu_tanh_grad(float x) {
+    if (x > 20.0f) return 1.0f;
+    if (x < -20.0f) return 0.0f;
     float x2 = x * x;
     float e = expf(x * (GELU_B * x2 + GELU_A));
     if (e == INFINITY) return 0.0f; // s = 0: the limit, where e s would be inf * 0
