@@ -1,8 +1,10 @@
 package eval
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -106,7 +108,7 @@ func TestHellaSwagMatchesPyTorch(t *testing.T) {
 			}
 		}
 		calls := 0
-		res, err := s.Run(rendered, func(done int) {
+		res, err := s.Run(context.Background(), rendered, func(done int) {
 			if calls++; done != calls {
 				t.Errorf("progress %d after %d items", done, calls)
 			}
@@ -133,7 +135,7 @@ func TestTextLossMatchesPyTorch(t *testing.T) {
 	}
 	for _, B := range []int{1, 3, 16} {
 		var last int
-		res, err := TextLoss(refModel(t, B, exp.Window), ids, B, exp.Window, func(n int) { last = n })
+		res, err := TextLoss(context.Background(), refModel(t, B, exp.Window), ids, B, exp.Window, func(n int) { last = n })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,6 +145,36 @@ func TestTextLossMatchesPyTorch(t *testing.T) {
 		if want := (exp.Tokens + exp.Window - 1) / exp.Window; res.Windows != want || res.Perplexity != math.Exp(res.Loss) {
 			t.Errorf("B=%d: %d windows, perplexity %v; want %d windows, exp(loss)", B, res.Windows, res.Perplexity, want)
 		}
+	}
+}
+
+// Cancelling the context (Ctrl-C in gpt2go eval) stops HellaSwag between items and a text
+// between batches, saying how far each came.
+func TestInterrupted(t *testing.T) {
+	items, err := ReadHellaSwag("testdata/hellaswag_items.jsonl", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := refModel(t, 4, 128)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Scorer{Model: model, Rows: 4, Window: 128}
+	_, err = s.Run(ctx, Render(items, tokenizer.Byte()), func(done int) {
+		if done == 2 {
+			cancel()
+		}
+	})
+	if want := fmt.Sprintf("interrupted after 2 of %d items", len(items)); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("hellaswag cancelled after 2 items: %v, want %q", err, want)
+	}
+	ids := make([]int32, 4*128+1)
+	ctx, cancel = context.WithCancel(context.Background())
+	_, err = TextLoss(ctx, model, ids, 1, 128, func(done int) {
+		if done == 128 {
+			cancel()
+		}
+	})
+	if want := "interrupted after 128 of 512 tokens"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("text cancelled after 128 tokens: %v, want %q", err, want)
 	}
 }
 

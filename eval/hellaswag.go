@@ -14,6 +14,7 @@ package eval
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -272,9 +273,13 @@ type Result struct {
 
 // Run scores every item and calls done (may be nil) after each. Items that cannot be scored
 // (ErrTooLong, or Skip set by Render) are counted in Skipped; it is an error if none is scored.
-func (s *Scorer) Run(items []Rendered, done func(i int)) (Result, error) {
+// Cancelling ctx stops it between items.
+func (s *Scorer) Run(ctx context.Context, items []Rendered, done func(i int)) (Result, error) {
 	res := Result{SkipReasons: map[string]int{}}
 	for i := range items {
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("hellaswag: interrupted after %d of %d items", i, len(items))
+		}
 		sc, err := s.Score(&items[i])
 		switch {
 		case items[i].Skip != "":

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"context"
 	"fmt"
 	"math"
 
@@ -43,13 +44,16 @@ type TextResult struct {
 // ids[w*T+1 .. w*T+T] from ids[w*T .. w*T+T-1], so every token but the first is predicted
 // exactly once, with at most T tokens of context (the last window may be shorter). B windows
 // go through the model at once; the model must have been built for at least (B, T). done (may be
-// nil) gets the number of tokens predicted so far.
-func TextLoss(model *gpt.Model, ids []int32, B, T int, done func(tokens int)) (TextResult, error) {
+// nil) gets the number of tokens predicted so far. Cancelling ctx stops it between batches.
+func TextLoss(ctx context.Context, model *gpt.Model, ids []int32, B, T int, done func(tokens int)) (TextResult, error) {
 	predicted := len(ids) - 1
 	full := predicted / T // windows of exactly T inputs
 	var sum float64
 	inputs, targets := make([]int32, B*T), make([]int32, B*T)
 	for w := 0; w < full; w += B {
+		if ctx.Err() != nil {
+			return TextResult{}, fmt.Errorf("interrupted after %d of %d tokens", w*T, predicted)
+		}
 		n := min(B, full-w)
 		for j := range n {
 			start := (w + j) * T

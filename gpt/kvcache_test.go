@@ -2,6 +2,7 @@ package gpt_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -215,7 +216,7 @@ func TestGreedyCachedMatchesUncached(t *testing.T) {
 	// which restarts from the last ctx/2 tokens whenever it would exceed ctx.
 	const tokens = 70
 	var notices bytes.Buffer
-	long, stats, err := m.GenerateBatch(prompt, 1, gpt.SampleOptions{Tokens: tokens, Notices: &notices}, nil)
+	long, stats, err := m.GenerateBatch(context.Background(), prompt, 1, gpt.SampleOptions{Tokens: tokens, Notices: &notices}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func TestGenerateBatch(t *testing.T) {
 	run := func(opts gpt.SampleOptions) [][]int32 {
 		t.Helper()
 		var emitted [3][]int32
-		seqs, stats, err := m.GenerateBatch(prompt, 3, opts, func(i int, tok int32) { emitted[i] = append(emitted[i], tok) })
+		seqs, stats, err := m.GenerateBatch(context.Background(), prompt, 3, opts, func(i int, tok int32) { emitted[i] = append(emitted[i], tok) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,6 +293,24 @@ func TestGenerateBatch(t *testing.T) {
 	for i, s := range greedy {
 		if !slices.Equal(s, single) {
 			t.Errorf("greedy sample %d %v differs from the single greedy sequence %v", i, s, single)
+		}
+	}
+}
+
+// Cancelling the context (Ctrl-C in gpt2go sample) stops a generation before its next token, with
+// and without the cache, keeping what was emitted.
+func TestGenerateBatchInterrupted(t *testing.T) {
+	m := trainedModel(t, cpu.New(0))
+	for _, noCache := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		emitted := 0
+		seqs, _, err := m.GenerateBatch(ctx, []int32{1}, 1, gpt.SampleOptions{Tokens: 1 << 20, NoCache: noCache}, func(int, int32) {
+			if emitted++; emitted == 5 {
+				cancel()
+			}
+		})
+		if err == nil || !strings.Contains(err.Error(), "interrupted after 5 of 1048576 tokens") || len(seqs[0]) != 6 {
+			t.Errorf("no cache %v: cancelled after 5 tokens: %d tokens, err %v", noCache, len(seqs[0])-1, err)
 		}
 	}
 }

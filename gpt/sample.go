@@ -1,6 +1,7 @@
 package gpt
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -46,7 +47,7 @@ func (s GenerateStats) GenTokPerSec() float64 {
 // Generate extends prompt (at least one token) by opts.Tokens tokens, calling emit for each new
 // token as soon as it is chosen; it returns the prompt followed by the new tokens.
 func (m *Model) Generate(prompt []int32, opts SampleOptions, emit func(tok int32)) ([]int32, error) {
-	seqs, _, err := m.GenerateBatch(prompt, 1, opts, func(_ int, tok int32) {
+	seqs, _, err := m.GenerateBatch(context.Background(), prompt, 1, opts, func(_ int, tok int32) {
 		if emit != nil {
 			emit(tok)
 		}
@@ -66,7 +67,10 @@ func (m *Model) Generate(prompt []int32, opts SampleOptions, emit func(tok int32
 // position. The model sees at most opts.Context positions: when the cache is full it slides,
 // re-encoding the last half of the window once and continuing from there, so the context then
 // spans between half and all of the window (without the cache, always the last full window).
-func (m *Model) GenerateBatch(prompt []int32, n int, opts SampleOptions, emit func(sample int, tok int32)) ([][]int32, GenerateStats, error) {
+//
+// Cancelling ctx stops the generation before its next token, with an error that says so; the
+// sequences hold the tokens emitted until then.
+func (m *Model) GenerateBatch(ctx context.Context, prompt []int32, n int, opts SampleOptions, emit func(sample int, tok int32)) ([][]int32, GenerateStats, error) {
 	stats := GenerateStats{Samples: n, PromptTokens: len(prompt)}
 	switch {
 	case len(prompt) == 0:
@@ -76,7 +80,7 @@ func (m *Model) GenerateBatch(prompt []int32, n int, opts SampleOptions, emit fu
 	case n < 1:
 		return nil, stats, fmt.Errorf("generate: need at least one sample, got %d", n)
 	}
-	g := &generation{m: m, opts: opts, seqs: make([][]int32, n), emit: emit, stats: &stats}
+	g := &generation{ctx: ctx, m: m, opts: opts, seqs: make([][]int32, n), emit: emit, stats: &stats}
 	for i := range n {
 		// Room for the tokens up to a bound: --tokens may ask for more than memory holds, and
 		// generation stops at an error or the caller's interrupt long before that.
@@ -96,6 +100,7 @@ func (m *Model) GenerateBatch(prompt []int32, n int, opts SampleOptions, emit fu
 
 // generation is the state of one GenerateBatch.
 type generation struct {
+	ctx    context.Context
 	m      *Model
 	opts   SampleOptions
 	seqs   [][]int32
@@ -126,6 +131,9 @@ func (g *generation) cached() error {
 	}
 	newTok := make([]int32, n)
 	for step := range g.opts.Tokens {
+		if err := g.interrupted(step); err != nil {
+			return err
+		}
 		if err := g.pick(kc.Logits, newTok); err != nil {
 			return err
 		}
@@ -175,6 +183,9 @@ func (g *generation) uncached() error {
 	start := time.Now()
 	g.promptWindow(ctx)
 	for step := range g.opts.Tokens {
+		if err := g.interrupted(step); err != nil {
+			return err
+		}
 		T := min(len(g.seqs[0]), ctx)
 		if _, err := m.Forward(g.lastTokens(T), nil, n, T); err != nil {
 			return err
@@ -189,6 +200,14 @@ func (g *generation) uncached() error {
 	}
 	g.stats.Gen = time.Since(start)
 	g.stats.NewTokens = g.opts.Tokens
+	return nil
+}
+
+// interrupted returns an error when the caller cancelled the generation, step tokens into it.
+func (g *generation) interrupted(step int) error {
+	if g.ctx.Err() != nil {
+		return fmt.Errorf("interrupted after %d of %d tokens", step, g.opts.Tokens)
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package train
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -106,7 +107,7 @@ func Bench(be backend.Backend, cfg gpt.Config, B, T, warmup, steps int) (*BenchR
 // BenchWithPrecision is Bench with the storage plan prec. An fp16 plan runs without loss scaling:
 // the timing is the same. A backend that records graphs does (graphs.go) unless GraphsOff().
 func BenchWithPrecision(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, warmup, steps int) (*BenchResult, error) {
-	return BenchGraphs(be, cfg, prec, B, T, warmup, steps, false)
+	return BenchGraphs(context.Background(), be, cfg, prec, B, T, warmup, steps, false)
 }
 
 // GraphsOff says whether GPT2GO_CUDA_GRAPHS=0 asks training and `gpt2go bench` to run every op
@@ -115,8 +116,8 @@ func BenchWithPrecision(be backend.Backend, cfg gpt.Config, prec gpt.Precision, 
 func GraphsOff() bool { return os.Getenv("GPT2GO_CUDA_GRAPHS") == "0" }
 
 // BenchGraphs is BenchWithPrecision with graphs off when noGraphs (as they are anyway with
-// GPT2GO_CUDA_GRAPHS=0).
-func BenchGraphs(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, warmup, steps int, noGraphs bool) (*BenchResult, error) {
+// GPT2GO_CUDA_GRAPHS=0), stopping between steps when ctx is cancelled.
+func BenchGraphs(ctx context.Context, be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, warmup, steps int, noGraphs bool) (*BenchResult, error) {
 	if steps < 1 || warmup < 0 {
 		return nil, fmt.Errorf("bench needs --steps >= 1 and --warmup-steps >= 0")
 	}
@@ -164,6 +165,12 @@ func BenchGraphs(be backend.Backend, cfg gpt.Config, prec gpt.Precision, B, T, w
 		lastEnd = now
 	}
 	for i := range warmup + steps {
+		if ctx.Err() != nil {
+			if prev != nil {
+				prev.Wait() // the queued step's error matters no more
+			}
+			return nil, benchInterrupted(i, warmup+steps)
+		}
 		if i == warmup {
 			if prev != nil {
 				if err := prev.Wait(); err != nil {
@@ -267,10 +274,11 @@ func (r *BenchResult) measurePeak(be backend.Backend) {
 // tokens: a GPT-2 as BenchGraphs does (graphs off when noGraphs), a BERT encoder with each step
 // framed, masked and run as its training runs one (taskStep), waited for before the next; a
 // BERT records no graphs. Only the model, batch shape, precision, tokenizer (a BERT's special
-// tokens) and seed of run matter, and the optimizer's settings.
-func BenchRun(be backend.Backend, run Config, warmup, steps int, noGraphs bool) (*BenchResult, error) {
+// tokens) and seed of run matter, and the optimizer's settings. Cancelling ctx stops it
+// between steps.
+func BenchRun(ctx context.Context, be backend.Backend, run Config, warmup, steps int, noGraphs bool) (*BenchResult, error) {
 	if !run.IsBERT() {
-		return BenchGraphs(be, run.Model, run.ModelPrecision(), run.BatchSize, run.SeqLen, warmup, steps, noGraphs)
+		return BenchGraphs(ctx, be, run.Model, run.ModelPrecision(), run.BatchSize, run.SeqLen, warmup, steps, noGraphs)
 	}
 	if steps < 1 || warmup < 0 {
 		return nil, fmt.Errorf("bench needs --steps >= 1 and --warmup-steps >= 0")
@@ -288,6 +296,9 @@ func BenchRun(be backend.Backend, run Config, warmup, steps int, noGraphs bool) 
 	var timedFrom time.Time
 	stepMs := make([]float64, 0, steps)
 	for i := range warmup + steps {
+		if ctx.Err() != nil {
+			return nil, benchInterrupted(i, warmup+steps)
+		}
 		start := time.Now()
 		if i == warmup {
 			timedFrom = start
@@ -308,6 +319,11 @@ func BenchRun(be backend.Backend, run Config, warmup, steps int, noGraphs bool) 
 	res.Arch, res.BatchSize = run.Arch, run.BatchSize
 	res.measurePeak(be)
 	return res, nil
+}
+
+// benchInterrupted is the error of a bench stopped before step i (from 0) of n, warm-up included.
+func benchInterrupted(i, n int) error {
+	return fmt.Errorf("interrupted at step %d of %d", i, n)
 }
 
 // PeakRSS returns the peak resident set size of this process in bytes (VmHWM in

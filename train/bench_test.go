@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"runtime"
 	"strings"
 	"testing"
@@ -52,7 +53,7 @@ func TestBenchGraphs(t *testing.T) {
 	cfg := gpt.Config{BlockSize: 16, VocabSize: 50, PaddedVocabSize: 64, NumLayers: 1, NumHeads: 2, Channels: 16}
 	const warmup, steps = 1, 3
 	rec := graphrec.Wrap(cpu.New(1))
-	res, err := BenchGraphs(rec, cfg, gpt.Precision{}, 2, 16, warmup, steps, false)
+	res, err := BenchGraphs(context.Background(), rec, cfg, gpt.Precision{}, 2, 16, warmup, steps, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,13 +61,13 @@ func TestBenchGraphs(t *testing.T) {
 		t.Errorf("graphs %q: %d recorded, %d launched; want 2 and %d", res.Graphs, rec.Captures, rec.Launches, 2*(warmup+steps-1))
 	}
 	rec = graphrec.Wrap(cpu.New(1))
-	if res, err = BenchGraphs(rec, cfg, gpt.Precision{}, 2, 16, warmup, steps, true); err != nil {
+	if res, err = BenchGraphs(context.Background(), rec, cfg, gpt.Precision{}, 2, 16, warmup, steps, true); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(res.Graphs, "off") || rec.Captures != 0 {
 		t.Errorf("noGraphs: graphs %q, %d recorded", res.Graphs, rec.Captures)
 	}
-	if res, err = BenchGraphs(cpu.New(1), cfg, gpt.Precision{}, 2, 16, warmup, steps, false); err != nil || res.Graphs != "" {
+	if res, err = BenchGraphs(context.Background(), cpu.New(1), cfg, gpt.Precision{}, 2, 16, warmup, steps, false); err != nil || res.Graphs != "" {
 		t.Errorf("the CPU records no graphs: %q, %v", res.Graphs, err)
 	}
 }

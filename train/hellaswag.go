@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/gpt2go/gpt2go/eval"
@@ -40,7 +41,7 @@ func (t *Trainer) openHellaSwag() error {
 // evalHellaSwag scores the items at step and logs hellaswag_acc and hellaswag_acc_norm.
 func (t *Trainer) evalHellaSwag(step int) error {
 	h := t.hellaswag
-	res, err := h.scorer.Run(h.items, nil)
+	res, err := h.scorer.Run(context.Background(), h.items, nil)
 	if err != nil {
 		return fmt.Errorf("step %d: %w", step, err)
 	}

@@ -2,6 +2,7 @@ package train
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -93,7 +94,7 @@ func TestHellaSwagDuringTrainingKeepsTheTrajectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := (&eval.Scorer{Model: model, Rows: 4, Window: cfg.SeqLen}).Run(eval.Render(items, mustTok(t, loaded)), nil)
+	res, err := (&eval.Scorer{Model: model, Rows: 4, Window: cfg.SeqLen}).Run(context.Background(), eval.Render(items, mustTok(t, loaded)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer stop()
 	// The budget before the model allocates, for the micro-batch that would fit.
 	budget := backend.BudgetOf(be)
-	res, err := train.BenchRun(be, run, warmup, steps, !dev.graphs)
+	res, err := train.BenchRun(ctx, be, run, warmup, steps, !dev.graphs)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -40,7 +41,7 @@ func countSet(values ...string) int {
 
 // runHellaSwag scores a model on HellaSwag with a window of maxT tokens (--seq-len, default the
 // block size), or the longest item if shorter, and the 4 candidates of an item in one batch.
-func (e *evalTaskFlags) runHellaSwag(loaded *train.Loaded, lf *loadFlags, dev *deviceFlags, maxT int, asJSON bool, stdout, stderr io.Writer) error {
+func (e *evalTaskFlags) runHellaSwag(ctx context.Context, loaded *train.Loaded, lf *loadFlags, dev *deviceFlags, maxT int, asJSON bool, stdout, stderr io.Writer) error {
 	if e.limit < 0 {
 		return fmt.Errorf("--limit must be >= 0, got %d", e.limit)
 	}
@@ -68,7 +69,7 @@ func (e *evalTaskFlags) runHellaSwag(loaded *train.Loaded, lf *loadFlags, dev *d
 	}
 	bar := progress.New(stderr, int64(len(rendered)), "hellaswag", "items")
 	scorer := &eval.Scorer{Model: model, Rows: 4, Window: window}
-	res, err := scorer.Run(rendered, func(done int) { bar.Set(int64(done)) })
+	res, err := scorer.Run(ctx, rendered, func(done int) { bar.Set(int64(done)) })
 	bar.Finish()
 	if err != nil {
 		return err
@@ -89,7 +90,7 @@ func (e *evalTaskFlags) runHellaSwag(loaded *train.Loaded, lf *loadFlags, dev *d
 
 // runText is the loss and perplexity of a model on a text file, in non-overlapping windows of T
 // tokens, B windows at a time.
-func (e *evalTaskFlags) runText(loaded *train.Loaded, lf *loadFlags, dev *deviceFlags, B, T int, asJSON bool, stdout, stderr io.Writer) error {
+func (e *evalTaskFlags) runText(ctx context.Context, loaded *train.Loaded, lf *loadFlags, dev *deviceFlags, B, T int, asJSON bool, stdout, stderr io.Writer) error {
 	tok, err := lf.tok(loaded)
 	if err != nil {
 		return err
@@ -112,7 +113,7 @@ func (e *evalTaskFlags) runText(loaded *train.Loaded, lf *loadFlags, dev *device
 		return err
 	}
 	bar := progress.New(stderr, int64(len(ids)-1), "eval", "tok")
-	res, err := eval.TextLoss(model, ids, B, T, func(done int) { bar.Set(int64(done)) })
+	res, err := eval.TextLoss(ctx, model, ids, B, T, func(done int) { bar.Set(int64(done)) })
 	bar.Finish()
 	if err != nil {
 		return err

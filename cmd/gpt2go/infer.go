@@ -70,7 +70,7 @@ func (l *loadFlags) tok(m *train.Loaded) (tokenizer.Tokenizer, error) {
 	return nil, fmt.Errorf("the model (vocab %d) has no recorded tokenizer; pass --tokenizer gpt2|byte", m.Config.VocabSize)
 }
 
-func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("sample")
 	var lf loadFlags
 	var dev deviceFlags
@@ -139,11 +139,11 @@ func runSample(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	err = printSamples(model, ids, prompt, tok, opts, numSamples, stdout, stderr)
+	err = printSamples(ctx, model, ids, prompt, tok, opts, numSamples, stdout, stderr)
 	return backend.WithAdvice(err, "use a smaller --num-samples, a smaller model, or --int8")
 }
 
-func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("eval")
 	var lf loadFlags
 	var dev deviceFlags
@@ -187,9 +187,9 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case tasks.hellaswag != "":
-		return tasks.runHellaSwag(loaded, &lf, &dev, T, asJSON, stdout, stderr)
+		return tasks.runHellaSwag(ctx, loaded, &lf, &dev, T, asJSON, stdout, stderr)
 	case tasks.text != "":
-		return tasks.runText(loaded, &lf, &dev, B, T, asJSON, stdout, stderr)
+		return tasks.runText(ctx, loaded, &lf, &dev, B, T, asJSON, stdout, stderr)
 	}
 	shards, split, err := evalShards(dataPath, split, setFlags(fs)["split"])
 	if err != nil {
@@ -221,7 +221,11 @@ func runEval(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	// One batch per call so the bar can move; the sum is the same as train.Evaluate's over all.
 	bar := progress.New(stderr, int64(batches), "eval", "batches")
 	var sum float64
-	for range batches {
+	for i := range batches {
+		if ctx.Err() != nil {
+			bar.Finish()
+			return fmt.Errorf("interrupted after %d of %d batches", i, batches)
+		}
 		l, err := train.Evaluate(model, loader, B, T, 1)
 		if err != nil {
 			return err

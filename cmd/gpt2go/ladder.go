@@ -228,6 +228,8 @@ func ladderFlopsPerToken(c gpt.Config, T int) float64 {
 	return c.FlopsPerToken(T) - 6*float64(c.NumLayers*c.Channels*T)
 }
 
+var errLadderInterrupted = errors.New("bench --ladder: interrupted")
+
 // runLadder runs every rung (gpt2go's, then PyTorch's unless python is "none") and prints the
 // table, or the results as JSON. A rung that fails gets its error in the table and the ladder
 // goes on; the command fails at the end when any gpt2go rung did.
@@ -249,7 +251,7 @@ func runLadder(ctx context.Context, o ladderOptions, run ladderRunner, asJSON bo
 	}
 	first := measure(gpt2goRungs("cpu")[0])
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return errLadderInterrupted
 	}
 	if first.Err != "" {
 		return fmt.Errorf("bench --ladder: the first rung (fp32) failed: %s", first.Err)
@@ -269,7 +271,7 @@ func runLadder(ctx context.Context, o ladderOptions, run ladderRunner, asJSON bo
 	for _, r := range rungs {
 		measure(r)
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return errLadderInterrupted
 		}
 	}
 	peak, peakWhat := mfuPeak(first.Device, first.peakGFlops)

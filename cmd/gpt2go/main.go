@@ -57,10 +57,39 @@ var commands = []command{
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(run(untilSignal(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// untilSignal returns a context that Ctrl-C (SIGINT) or SIGTERM cancels, with a stopSignal as
+// its cause, so that a command can stop cleanly. The first signal also restores the default
+// handling: a second one ends a command that is slow to stop at once.
+func untilSignal() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-signals
+		signal.Stop(signals)
+		cancel(stopSignal{sig})
+	}()
+	return ctx
+}
+
+// stopSignal is the cause of the command's context when a signal stopped the command.
+type stopSignal struct{ os.Signal }
+
+func (s stopSignal) Error() string { return s.Signal.String() + " signal received" }
+
+// failureCode is the exit status of a failed command: 128 + the signal's number when a signal
+// stopped it (130 for Ctrl-C, as shells report a process the signal ended), else 1.
+func failureCode(ctx context.Context) int {
+	var s stopSignal
+	if errors.As(context.Cause(ctx), &s) {
+		if n, ok := s.Signal.(syscall.Signal); ok {
+			return 128 + int(n)
+		}
+	}
+	return 1
 }
 
 // run executes one command and returns the process exit code. Every failure is one line on stderr.
@@ -91,7 +120,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 			return 0
 		default:
 			fmt.Fprintf(stderr, "gpt2go %s: %s\n", c.name, strings.ReplaceAll(err.Error(), "\n", " "))
-			return 1
+			return failureCode(ctx)
 		}
 	}
 	fmt.Fprintf(stderr, "gpt2go: unknown command %q; commands: %s\n", args[0], commandNames())

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 		if dir := os.Getenv("GPT2GO_TEST_PID_DIR"); dir != "" { // so that a test can kill one rank
 			os.WriteFile(filepath.Join(dir, "rank-"+os.Getenv("OMPI_COMM_WORLD_RANK")+".pid"), []byte(fmt.Sprint(os.Getpid())), 0o644)
 		}
-		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		main()
 	}
 	os.Exit(m.Run())
 }

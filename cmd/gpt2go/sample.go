@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -12,8 +13,9 @@ import (
 // printSamples generates n samples of prompt (ids) as one batch and prints them to stdout: the
 // first streams as it is generated, the others follow it, each after a separator line when there
 // are several. The speed of the prompt and of generation, and a notice if the context fills, go to
-// stderr, so stdout is only the text.
-func printSamples(model *gpt.Model, ids []int32, prompt string, tok tokenizer.Tokenizer, opts gpt.SampleOptions, n int, stdout, stderr io.Writer) error {
+// stderr, so stdout is only the text. Cancelling ctx stops the generation; what was generated
+// until then is printed.
+func printSamples(ctx context.Context, model *gpt.Model, ids []int32, prompt string, tok tokenizer.Tokenizer, opts gpt.SampleOptions, n int, stdout, stderr io.Writer) error {
 	opts.Notices = stderr
 	opts.Context = model.Config.BlockSize
 	separator := func(i int) {
@@ -25,7 +27,7 @@ func printSamples(model *gpt.Model, ids []int32, prompt string, tok tokenizer.To
 	separator(0)
 	fmt.Fprint(stdout, prompt)
 	prev := int(ids[len(ids)-1]) // sample 0's last token so far
-	_, stats, err := model.GenerateBatch(ids, n, opts, func(i int, id int32) {
+	_, stats, err := model.GenerateBatch(ctx, ids, n, opts, func(i int, id int32) {
 		if i == 0 {
 			fmt.Fprint(stdout, continuation(tok, prev, []int{int(id)}))
 			prev = int(id)
