@@ -21,8 +21,7 @@ type deviceFlags struct {
 	tf32      bool
 	precision string // as given; "" until open resolves the default
 	verbose   bool
-	int8      bool // --int8: sample and eval only (inference); other commands refuse it
-	inference bool // the command runs the model forward only, so --int8 applies
+	int8      bool // --int8 (registerInt8: sample and eval)
 	stderr    io.Writer
 	localRank int  // data parallel: this rank's index on its node, the GPU that auto and cuda pick
 	graphs    bool // --cuda-graphs (train and bench: registerGraphs)
@@ -34,7 +33,11 @@ func (d *deviceFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&d.tf32, "tf32", true, "GPU matmuls on TF32 tensor cores (as PyTorch recommends for training); --tf32=false for exact fp32")
 	fs.StringVar(&d.precision, "precision", "", "fp32, tf32, bf16 or fp16: bf16/fp16 keep fp32 master weights and compute in 16 bits (emulated exactly on the CPU); default: bf16 on a GPU that has it (sm_80+), fp16 on older GPUs (fp32 with --tf32=false), fp32 on the CPU")
 	fs.BoolVar(&d.verbose, "verbose", false, "report device details such as the memory plan (bytes per category)")
-	fs.BoolVar(&d.int8, "int8", false, "inference (sample, eval) with int8 matmul weights, one scale per output channel, and inputs quantized per row: a quarter of the weight bytes (CPU: AVX-512 VNNI or AVX2; GPU: dp4a)")
+}
+
+// registerInt8 adds --int8, for the commands that run a GPT-2 forward only (sample, eval).
+func (d *deviceFlags) registerInt8(fs *flag.FlagSet) {
+	fs.BoolVar(&d.int8, "int8", false, "int8 matmul weights, one scale per output channel, and inputs quantized per row: a quarter of the weight bytes (CPU: AVX-512 VNNI or AVX2; GPU: dp4a)")
 }
 
 // registerGraphs adds --cuda-graphs, for the commands that run training steps.
@@ -48,9 +51,6 @@ func (d *deviceFlags) open(stderr io.Writer) (backend.Backend, error) {
 		return nil, fmt.Errorf("--threads must be >= 0, got %d", d.threads)
 	}
 	d.stderr = stderr
-	if err := d.checkInt8(); err != nil {
-		return nil, err
-	}
 	dt, err := train.ParsePrecision(d.precision)
 	if err != nil {
 		return nil, err
@@ -75,14 +75,6 @@ func (d *deviceFlags) open(stderr io.Writer) (backend.Backend, error) {
 		}
 	}
 	return be, nil
-}
-
-// checkInt8 refuses --int8 in a command that is not inference: training needs float weights.
-func (d *deviceFlags) checkInt8() error {
-	if d.int8 && !d.inference {
-		return fmt.Errorf("--int8 is for inference only (sample, eval); training needs float weights")
-	}
-	return nil
 }
 
 // newModel builds loaded's forward-only model (no gradients or moments) on be for batches of

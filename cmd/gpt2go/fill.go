@@ -24,7 +24,6 @@ func runFill(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&text, "text", "", `text with one or more [MASK], e.g. "To be or not to [MASK], that is the question"`)
 	fs.IntVar(&topK, "top-k", 5, "candidates shown per [MASK]")
 	dev.register(fs)
-	dev.inference = true
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -56,9 +55,6 @@ func runFill(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	T := len(ids)
 	if T > loaded.Config.BlockSize {
 		return fmt.Errorf("the text is %d tokens with [CLS] and [SEP]; the model reads at most %d; shorten --text", T, loaded.Config.BlockSize)
-	}
-	if dev.int8 {
-		return fmt.Errorf("--int8 quantizes GPT-2 models (sample, eval); fill runs the BERT encoder in its float --precision")
 	}
 	be, err := dev.open(stderr)
 	if err != nil {

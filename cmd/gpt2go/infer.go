@@ -90,7 +90,7 @@ func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&opts.TopK, "top-k", train.SampleTopK, "sample from the k most likely tokens (0 = all)")
 	fs.Uint64Var(&opts.Seed, "seed", 42, "random seed")
 	dev.register(fs)
-	dev.inference = true
+	dev.registerInt8(fs)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&T, "seq-len", 0, "tokens per sequence (default: the model's block size, at most 1024)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
 	dev.register(fs)
-	dev.inference = true
+	dev.registerInt8(fs)
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}

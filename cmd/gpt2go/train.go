@@ -303,9 +303,6 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
-	if err := dev.checkInt8(); err != nil {
-		return err
-	}
 	if err := df.readEnv(); err != nil {
 		return err
 	}
