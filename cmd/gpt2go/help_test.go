@@ -32,3 +32,21 @@ func TestHelpInt8(t *testing.T) {
 		}
 	}
 }
+
+// profile times steps: -h lists none of a run's bookkeeping flags, which it would ignore, and the
+// step flags train has.
+func TestHelpProfile(t *testing.T) {
+	flags := helpFlags(t, "profile")
+	for _, name := range []string{"eval-every", "eval-batches", "sample-every", "sample-tokens", "ckpt-every", "keep-ckpts",
+		"log-every", "log", "hellaswag", "eval-hellaswag-every", "hellaswag-limit"} {
+		if flags[name] {
+			t.Errorf("profile -h lists --%s", name)
+		}
+	}
+	for _, name := range []string{"steps", "lr", "batch-size", "grad-accum", "loss-scale", "seed"} {
+		if !flags[name] {
+			t.Errorf("profile -h lacks --%s", name)
+		}
+	}
+	mustFail(t, "flag provided but not defined: -log", "profile", "--log", "x.jsonl")
+}

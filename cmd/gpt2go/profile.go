@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/gpt2go/gpt2go/backend/cuda"
@@ -17,8 +19,9 @@ import (
 	"github.com/gpt2go/gpt2go/train"
 )
 
-// runProfile times every op of a few training steps. It takes the train command's flags, so a
-// training command line can be profiled as it is, except that --steps counts profiled steps.
+// runProfile times every op of a few training steps. It takes the train command's flags for the
+// model and its steps, except that --steps counts profiled steps; not those of a run's
+// bookkeeping (runBookkeeping), which it would ignore.
 // With --run RUNDIR it profiles that run (its config and newest weights) and writes
 // RUNDIR/profile.json for the run report.
 func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -39,7 +42,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.BoolVar(&noSync, "no-sync", false, "do not sync the backend after every op (op times of an asynchronous backend become launch times)")
 	mf.register(fs)
 	mf.registerArch(fs)
-	trainFlags(fs, &cfg)
+	stepFlags(fs, &cfg)
 	dev.register(fs)
 	steps := fs.Lookup("steps")
 	steps.Usage, steps.DefValue = "profiled steps (after --warmup-steps)", "5"
@@ -205,6 +208,23 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stdout, "json: %s\n", jsonPath)
 	}
 	return nil
+}
+
+// runBookkeeping are train's flags for what a run does besides its steps (validation, samples,
+// checkpoints, the log, HellaSwag), which profile leaves out.
+var runBookkeeping = []string{"eval-every", "eval-batches", "sample-every", "sample-tokens", "ckpt-every", "keep-ckpts",
+	"log-every", "log", "hellaswag", "eval-hellaswag-every", "hellaswag-limit"}
+
+// stepFlags binds train's flags to c, as trainFlags does, except runBookkeeping: profile times
+// steps only, so that they would be accepted and ignored.
+func stepFlags(fs *flag.FlagSet, c *train.Config) {
+	all := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	trainFlags(all, c)
+	all.VisitAll(func(f *flag.Flag) {
+		if !slices.Contains(runBookkeeping, f.Name) {
+			fs.Var(f.Value, f.Name, f.Usage)
+		}
+	})
 }
 
 // writeJSONFile writes v as JSON to path atomically.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,7 +66,7 @@ func TestProfileMatchesTrainingAndRun(t *testing.T) {
 	trained := readLosses(t, runDir)
 
 	js := filepath.Join(dir, "p.json")
-	mustRun(t, append(append([]string{"profile", "--data", text, "--cache-dir", cache, "--json", js}, tiny...),
+	mustRun(t, append(append([]string{"profile", "--data", text, "--cache-dir", cache, "--json", js}, withoutBookkeeping(tiny)...),
 		"--steps", "3", "--warmup-steps", "0", "--grad-accum", "2")...)
 	profiled := readProfile(t, js)
 	if len(profiled.Losses) != 3 {
@@ -96,4 +97,18 @@ func TestProfileMatchesTrainingAndRun(t *testing.T) {
 		t.Errorf("RUNDIR/%s as a profile.Report: %v, %d rows, %v ms, backend %q", train.ProfileFile, err, len(table.Rows), table.WallMs, table.Backend)
 	}
 	mustFail(t, "--run profiles the run as it was configured", "profile", "--run", runDir, "--batch-size", "3")
+}
+
+// withoutBookkeeping is a train command line's args without the flags of runBookkeeping (and
+// their values), which profile does not take.
+func withoutBookkeeping(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if slices.Contains(runBookkeeping, strings.TrimLeft(args[i], "-")) {
+			i++ // its value
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
