@@ -307,7 +307,7 @@ func ResumeDir(path string) (string, error) {
 	}
 	switch {
 	case data.IsPrepared(path):
-		return "", fmt.Errorf("resume %s: this is a prepared dataset, not a run; pass it as --data, and a run's --out folder to --resume", path)
+		return "", fmt.Errorf("resume: %s is a prepared dataset (meta.json and shards), not a run directory; pass it as --data, and a run's --out folder to --resume", path)
 	case !isRunDir(path):
 		return "", fmt.Errorf("resume %s: not a run directory (it has no run.json or checkpoints folder); pass the --out folder of a train run, or start one with train --out %s", path, path)
 	}
