@@ -54,16 +54,7 @@ func (f *File) Get(name string) (*Tensor, bool) {
 
 // ReadFile reads and validates the safetensors file at path.
 func ReadFile(path string) (*File, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	file, err := Read(f, st.Size())
+	file, err := readOpen(path, Read)
 	if err != nil {
 		return nil, fmt.Errorf("read safetensors file %s: %w", path, err)
 	}
@@ -71,33 +62,28 @@ func ReadFile(path string) (*File, error) {
 }
 
 // ReadFileHeader reads and validates the header of the safetensors file at path, without its data.
-func ReadFileHeader(path string) (*Header, error) {
+func ReadFileHeader(path string) (*Header, error) { return readOpen(path, ReadHeader) }
+
+// readOpen opens the file at path and hands it and its size to read.
+func readOpen[T any](path string, read func(io.ReaderAt, int64) (T, error)) (T, error) {
+	var zero T
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	return ReadHeader(f, st.Size())
+	return read(f, st.Size())
 }
 
 // ReadTensorNames returns the tensor names in the header of the safetensors file at path, in
 // the header's order. Unlike ReadFileHeader it does not check the tensors' byte ranges against
 // the data, so a file cut short after its header still says what it holds.
 func ReadTensorNames(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	h, err := readHeader(f, st.Size())
+	h, err := readOpen(path, readHeader)
 	if err != nil {
 		return nil, err
 	}
