@@ -34,12 +34,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&torchScript, "torch-script", "bench/torch_gpu.py", "--ladder's PyTorch script")
 	dev.register(fs)
 	dev.registerGraphs(fs)
+	// bench has no data: the model flags' help that speaks of it says what bench does instead.
+	fs.Lookup("vocab-size").Usage = "vocabulary of the random tokens (default 50257, GPT-2's; with --arch bert 30522, bert-base-uncased's)"
+	fs.Lookup("arch").Usage = "model family: gpt2 (decoder, next-token prediction) or bert (encoder, masked-language modelling)"
+	fs.Lookup("init").Usage = "time the architecture of these pretrained weights (the steps start from a fresh initialisation): " + train.InitHelp
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	set := setFlags(fs)
 	if mf.archName() == "bert" && mf.init != "" { // before a download
 		return fmt.Errorf("--init loads GPT-2 weights; a BERT is benched from its own initialisation (leave out --init)")
+	}
+	if err := positiveVocab(set, mf.vocabSize); err != nil {
+		return err
 	}
 	vocab := 50257 // GPT-2's BPE
 	if mf.archName() == "bert" {
@@ -181,6 +188,15 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// positiveVocab refuses a given --vocab-size below 1 (bench and profile, whose tokens are
+// random without data, where build would blame a missing meta.json).
+func positiveVocab(set map[string]bool, vocabSize int) error {
+	if set["vocab-size"] && vocabSize < 1 {
+		return fmt.Errorf("--vocab-size must be >= 1, got %d", vocabSize)
+	}
+	return nil
 }
 
 // familyName names a model family in bench's and profile's first line.

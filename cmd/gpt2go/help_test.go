@@ -5,17 +5,21 @@ import (
 	"testing"
 )
 
-// helpFlags returns the flags `gpt2go command -h` lists.
-func helpFlags(t *testing.T, command string) map[string]bool {
+// helpFlags returns the flags `gpt2go command -h` lists, each with its usage text.
+func helpFlags(t *testing.T, command string) map[string]string {
 	t.Helper()
 	code, out, errOut := gpt2go(t, command, "-h")
 	if code != 0 {
 		t.Fatalf("gpt2go %s -h: exit %d: %s", command, code, errOut)
 	}
-	flags := map[string]bool{}
+	flags := map[string]string{}
+	name := ""
 	for line := range strings.SplitSeq(out, "\n") {
-		if name, ok := strings.CutPrefix(line, "  -"); ok {
-			flags[strings.Fields(name)[0]] = true
+		if rest, ok := strings.CutPrefix(line, "  -"); ok {
+			name = strings.Fields(rest)[0]
+			flags[name] = ""
+		} else if name != "" {
+			flags[name] += strings.TrimSpace(line)
 		}
 	}
 	if len(flags) == 0 {
@@ -27,7 +31,8 @@ func helpFlags(t *testing.T, command string) map[string]bool {
 // -h lists --int8 only where it works: the GPT-2 forward passes of sample and eval.
 func TestHelpInt8(t *testing.T) {
 	for _, c := range []string{"train", "sample", "fill", "eval", "bench", "profile", "attn"} {
-		if got, want := helpFlags(t, c)["int8"], c == "sample" || c == "eval"; got != want {
+		_, got := helpFlags(t, c)["int8"]
+		if want := c == "sample" || c == "eval"; got != want {
 			t.Errorf("gpt2go %s -h lists --int8: %v, want %v", c, got, want)
 		}
 	}
@@ -39,14 +44,29 @@ func TestHelpProfile(t *testing.T) {
 	flags := helpFlags(t, "profile")
 	for _, name := range []string{"eval-every", "eval-batches", "sample-every", "sample-tokens", "ckpt-every", "keep-ckpts",
 		"log-every", "log", "hellaswag", "eval-hellaswag-every", "hellaswag-limit"} {
-		if flags[name] {
+		if _, ok := flags[name]; ok {
 			t.Errorf("profile -h lists --%s", name)
 		}
 	}
 	for _, name := range []string{"steps", "lr", "batch-size", "grad-accum", "loss-scale", "seed"} {
-		if !flags[name] {
+		if _, ok := flags[name]; !ok {
 			t.Errorf("profile -h lacks --%s", name)
 		}
 	}
 	mustFail(t, "flag provided but not defined: -log", "profile", "--log", "x.jsonl")
+}
+
+// bench has no data, and profile runs without: their --vocab-size help gives the vocabulary of
+// their random tokens, and 0 is refused as a value, not as a missing meta.json.
+func TestHelpVocabWithoutData(t *testing.T) {
+	for _, c := range []string{"bench", "profile"} {
+		flags := helpFlags(t, c)
+		if vocab := flags["vocab-size"]; !strings.Contains(vocab, "random") || strings.Contains(vocab, "meta.json") {
+			t.Errorf("%s -h: --vocab-size %q", c, vocab)
+		}
+		mustFail(t, "--vocab-size must be >= 1, got 0", c, "--vocab-size", "0", "--n-layer", "1", "--n-head", "2", "--n-embd", "16")
+	}
+	if arch := helpFlags(t, "bench")["arch"]; strings.Contains(arch, "dataset") {
+		t.Errorf("bench -h: --arch %q speaks of data", arch)
+	}
 }

@@ -44,6 +44,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	mf.registerArch(fs)
 	stepFlags(fs, &cfg)
 	dev.register(fs)
+	fs.Lookup("vocab-size").Usage = "vocabulary size (default: the --data's; without --data 257 random byte tokens, with --arch bert 261)"
 	steps := fs.Lookup("steps")
 	steps.Usage, steps.DefValue = "profiled steps (after --warmup-steps)", "5"
 	if err := steps.Value.Set(steps.DefValue); err != nil {
@@ -57,6 +58,9 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err := scheduleDefaults(&cfg, set); err != nil {
 			return err
 		}
+	}
+	if err := positiveVocab(set, mf.vocabSize); err != nil {
+		return err
 	}
 	for flag, path := range map[string]string{"--trace": tracePath, "--json": jsonPath} {
 		if path == "" {
