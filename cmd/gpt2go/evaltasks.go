@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/gpt2go/gpt2go/eval"
 	"github.com/gpt2go/gpt2go/internal/progress"
@@ -26,6 +27,34 @@ func (e *evalTaskFlags) register(fs *flag.FlagSet, lf *loadFlags) {
 	fs.StringVar(&e.text, "text", "", "mean loss and perplexity on a text file, tokenized with the run's tokenizer (windows of --seq-len)")
 	fs.StringVar(&e.cacheDir, "cache-dir", "", "where --hellaswag val is kept (default ~/.cache/gpt2go)")
 	fs.StringVar(&lf.tokenizer, "tokenizer", "", "with --hellaswag or --text: override the tokenizer (gpt2 or byte)")
+}
+
+// modeFlags are the eval flags that only some of its modes read, with those modes.
+var modeFlags = []struct{ name, modes string }{
+	{"split", "--data"},
+	{"batches", "--data"},
+	{"batch-size", "--data and --text"},
+	{"limit", "--hellaswag"},
+	{"tokenizer", "--hellaswag and --text"},
+	{"cache-dir", "--hellaswag"},
+}
+
+// unread refuses a flag given (set) that the mode eval runs in (--hellaswag, --text, else
+// --data) would ignore.
+func (e *evalTaskFlags) unread(set map[string]bool) error {
+	mode := "--data"
+	switch {
+	case e.hellaswag != "":
+		mode = "--hellaswag"
+	case e.text != "":
+		mode = "--text"
+	}
+	for _, f := range modeFlags {
+		if set[f.name] && !strings.Contains(f.modes, mode) {
+			return fmt.Errorf("--%s is for eval %s; eval %s does not read it", f.name, f.modes, mode)
+		}
+	}
+	return nil
 }
 
 // countSet counts the non-empty strings.

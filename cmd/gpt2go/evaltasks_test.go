@@ -109,6 +109,10 @@ func TestEvalTaskErrors(t *testing.T) {
 	mustFail(t, "pass --tokenizer", "eval", "--init", refModel, "--hellaswag", refItems)
 	mustFail(t, "exceeds the model's block size", "eval", "--init", refModel, "--tokenizer", "byte", "--text", refText, "--seq-len", "129")
 	mustFail(t, "--limit", "eval", "--init", refModel, "--tokenizer", "byte", "--hellaswag", refItems, "--limit", "-1")
+	// A flag the mode does not read is refused, not ignored.
+	mustFail(t, "--limit is for eval --hellaswag; eval --text does not read it", "eval", "--init", refModel, "--tokenizer", "byte", "--text", refText, "--limit", "2")
+	mustFail(t, "--batches is for eval --data; eval --hellaswag does not read it", "eval", "--init", refModel, "--tokenizer", "byte", "--hellaswag", refItems, "--batches", "2")
+	mustFail(t, "--tokenizer is for eval --hellaswag and --text; eval --data does not read it", "eval", "--init", refModel, "--tokenizer", "byte", "--data", t.TempDir())
 
 	// Training with --hellaswag val offline fails before it starts, on one line.
 	dataDir := prepared(t)

@@ -223,8 +223,9 @@ func TestHFInitErrorsAreOneLine(t *testing.T) {
 }
 
 // Exports refuse what they cannot write well: a tokenizer that does not fit the model (its ids
-// went into config.json), an llm.c file onto a folder (found only after writing it all); and a
-// model without GPT2Tokenizer files removes the tokenizer files another model left in the folder.
+// went into config.json), an llm.c file onto a folder (found only after writing it all) or with
+// a --tokenizer it would ignore; and a model without GPT2Tokenizer files removes the tokenizer
+// files another model left in the folder.
 func TestExportRefusals(t *testing.T) {
 	run := charRun(t)
 	dir := filepath.Join(t.TempDir(), "hf")
@@ -234,6 +235,7 @@ func TestExportRefusals(t *testing.T) {
 	}
 	mustFail(t, "--tokenizer gpt2 has 50257 tokens, more than the model's", "export", "--ckpt", run, "--format", "hf", "--out", dir, "--tokenizer", "gpt2")
 	mustFail(t, "--format llmc writes one file", "export", "--ckpt", run, "--out", dir)
+	mustFail(t, "an llm.c model file holds no tokenizer", "export", "--ckpt", run, "--out", filepath.Join(dir, "model.bin"), "--tokenizer", "byte")
 	out := mustRun(t, "export", "--ckpt", run, "--format", "hf", "--out", dir)
 	if !strings.Contains(out, "removed the folder's old tokenizer files (another model's): vocab.json, merges.txt, tokenizer.json") {
 		t.Errorf("export output %q", out)

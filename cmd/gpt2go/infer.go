@@ -174,6 +174,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	} else if n > 1 {
 		return fmt.Errorf("give one of --data, --hellaswag and --text")
 	}
+	if err := tasks.unread(setFlags(fs)); err != nil {
+		return err
+	}
 	loaded, err := lf.open()
 	if err != nil {
 		return err
@@ -314,6 +317,9 @@ func runExport(_ context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if format != "llmc" && format != "hf" {
 		return fmt.Errorf("unknown --format %q; supported: llmc, hf", format)
+	}
+	if format == "llmc" && lf.tokenizer != "" {
+		return fmt.Errorf("--tokenizer picks the tokenizer files of --format hf; an llm.c model file holds no tokenizer (leave out --tokenizer)")
 	}
 	if st, err := os.Stat(out); err == nil && st.IsDir() != (format == "hf") {
 		if format == "hf" {
