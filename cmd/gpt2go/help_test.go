@@ -70,3 +70,16 @@ func TestHelpVocabWithoutData(t *testing.T) {
 		t.Errorf("bench -h: --arch %q speaks of data", arch)
 	}
 }
+
+// -h starts with a usage line, which for report and plot names the run directories they need.
+func TestHelpUsage(t *testing.T) {
+	for c, want := range map[string]string{
+		"report": "Usage: gpt2go report RUNDIR [flags]",
+		"plot":   "Usage: gpt2go plot RUNDIR|LOG.jsonl... [flags]",
+		"train":  "Usage: gpt2go train [flags]\n",
+	} {
+		if _, out, _ := gpt2go(t, c, "-h"); !strings.HasPrefix(out, want) {
+			t.Errorf("gpt2go %s -h begins %q, want %q", c, out[:min(len(out), 60)], want)
+		}
+	}
+}

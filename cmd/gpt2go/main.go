@@ -154,10 +154,7 @@ func newFlags(name string) *flag.FlagSet {
 func parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(stdout)
-		fmt.Fprintf(stdout, "Usage of %s:\n", fs.Name())
-		fs.PrintDefaults()
-		return flag.ErrHelp
+		return help(fs, fs.Name()+" [flags]", stdout)
 	}
 	if err != nil {
 		return fmt.Errorf("%v (see %s -h)", err, fs.Name())
@@ -166,6 +163,14 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 		return fmt.Errorf("unexpected argument %q (flags start with --; see %s -h)", fs.Arg(0), fs.Name())
 	}
 	return nil
+}
+
+// help prints the usage line, "Usage: " and synopsis, and the flags, and returns flag.ErrHelp.
+func help(fs *flag.FlagSet, synopsis string, stdout io.Writer) error {
+	fmt.Fprintf(stdout, "Usage: %s\n\nFlags:\n", synopsis)
+	fs.SetOutput(stdout)
+	fs.PrintDefaults()
+	return flag.ErrHelp
 }
 
 // setFlags returns the names of the flags given on the command line.

@@ -25,7 +25,7 @@ func runPlot(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs.BoolVar(&logY, "log-y", false, "logarithmic y axes")
 	fs.Float64Var(&smooth, "smooth", 0, "draw noisy curves (all but lr and val_loss) smoothed by an exponential moving average with this decay, e.g. 0.9, over the faded raw values")
 	fs.StringVar(&title, "title", "", "figure title (default: the run's name)")
-	runs, err := parseInterleaved(fs, args, stdout)
+	runs, err := parseInterleaved(fs, args, "RUNDIR|LOG.jsonl...", stdout)
 	if err != nil {
 		return err
 	}
@@ -83,20 +83,21 @@ func runNames(paths []string) []string {
 }
 
 // parseInterleaved parses args whose flags may come before, between or after the positional
-// arguments, which it returns in order.
-func parseInterleaved(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
-	var positional []string
+// arguments, which it returns in order. -h prints the usage line (the command's name, then
+// positional) and the flags.
+func parseInterleaved(fs *flag.FlagSet, args []string, positional string, stdout io.Writer) ([]string, error) {
+	var given []string
 	for {
 		err := fs.Parse(args)
 		switch {
 		case errors.Is(err, flag.ErrHelp):
-			return nil, parse(fs, []string{"-h"}, stdout) // prints the flags
+			return nil, help(fs, fs.Name()+" "+positional+" [flags]   (the flags may also come first)", stdout)
 		case err != nil:
 			return nil, fmt.Errorf("%v (see %s -h)", err, fs.Name())
 		}
 		if fs.NArg() == 0 {
-			return positional, nil
+			return given, nil
 		}
-		positional, args = append(positional, fs.Arg(0)), fs.Args()[1:]
+		given, args = append(given, fs.Arg(0)), fs.Args()[1:]
 	}
 }

@@ -18,7 +18,7 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	out := fs.String("out", "", "HTML file to write (default RUNDIR/report.html)")
 	text := fs.String("attn-text", "", "text for the attention maps (default: the start of the run's newest sample)")
 	layer := fs.Int("attn-layer", 0, "layer of the attention maps")
-	runs, err := parseInterleaved(fs, args, stdout) // the run before or after the flags
+	runs, err := parseInterleaved(fs, args, "RUNDIR", stdout) // the run before or after the flags
 	if err != nil {
 		return err
 	}
