@@ -102,6 +102,11 @@ func ResolveFor(ctx context.Context, spec, cacheDir string, progress io.Writer, 
 	if st.IsDir() || strings.HasSuffix(spec, ".bin") {
 		return spec, nil
 	}
+	// A file is prepared as characters: a binary one gets advice that train's flags can follow
+	// (prepare's own names its --tokenizer, which train has not).
+	if binary, err := looksBinary(spec); err == nil && binary {
+		return "", fmt.Errorf("data %s looks binary (a NUL byte in its first 8 KiB: compressed?); decompress it, or tokenize its bytes first: gpt2go prepare --input %s --out DIR --tokenizer byte, then --data DIR", spec, spec)
+	}
 	sum, err := hashFile(spec)
 	if err != nil {
 		return "", err

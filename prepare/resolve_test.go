@@ -181,6 +181,12 @@ func TestResolveTextAndPassThrough(t *testing.T) {
 	if _, err := Resolve(filepath.Join(dir, "missing.txt"), cache, nil); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("missing: %v", err)
 	}
+	// A binary file is refused with advice train can follow (it has no --tokenizer).
+	binary := filepath.Join(dir, "notes.gz")
+	os.WriteFile(binary, []byte("\x1f\x8b\x00\x00"), 0o644)
+	if _, err := Resolve(binary, cache, nil); err == nil || !strings.Contains(err.Error(), "looks binary") || !strings.Contains(err.Error(), "gpt2go prepare --input "+binary+" --out DIR --tokenizer byte, then --data DIR") {
+		t.Fatalf("binary: %v", err)
+	}
 }
 
 func TestCachedRejectsHalfCache(t *testing.T) {
