@@ -176,6 +176,9 @@ func TestBERTTrainErrors(t *testing.T) {
 	mustFail(t, "too short for BERT", bertArgs(bertData, filepath.Join(dir, "e"), "--seq-len", "2")...)
 	mustFail(t, "is a GPT-2 model", "fill", "--ckpt", gptRunOf(t), "--text", "a [MASK]")
 	mustFail(t, `unknown model "bert-huge"`, bertArgs(bertData, filepath.Join(dir, "f"), "--model", "bert-huge")...)
+	mustFail(t, "--model bert-mini is a BERT preset; add --arch bert", trainArgs(bertData, filepath.Join(dir, "g"), "--model", "bert-mini")...)
+	mustFail(t, "--model bert-mini is a BERT preset; add --arch bert", "bench", "--model", "bert-mini")
+	mustFail(t, "--model gpt2 is a GPT-2 preset; leave out --arch bert", bertArgs(bertData, filepath.Join(dir, "h"), "--model", "gpt2")...)
 }
 
 // A text file given to train --arch bert is prepared with BERT's special tokens (into its own

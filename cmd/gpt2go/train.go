@@ -173,14 +173,14 @@ func (m *modelFlags) build(set map[string]bool, dataVocab int) (gpt.Config, erro
 		c.NoPositionalEmbs = m.noPosEmb
 		return c, nil
 	case m.preset != "" && m.arch == "bert":
-		c, err := bert.Preset(m.preset)
+		c, err := bertPreset(m.preset)
 		if err != nil {
 			return cfg, err
 		}
 		// The sizes of the preset, the vocabulary of the data (below).
 		cfg = gpt.Config{NumLayers: c.NumLayers, NumHeads: c.NumHeads, Channels: c.Channels, BlockSize: m.blockSize, VocabSize: dataVocab}
 	case m.preset != "":
-		c, err := gpt.Preset(m.preset)
+		c, err := gptPreset(m.preset)
 		if err != nil {
 			return cfg, err
 		}
