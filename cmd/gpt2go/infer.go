@@ -67,7 +67,10 @@ func (l *loadFlags) tok(m *train.Loaded) (tokenizer.Tokenizer, error) {
 	if m.Config.VocabFits(50257) { // GPT-2's, maybe padded (nanoGPT: 50304)
 		return tokenizer.GPT2()
 	}
-	return nil, fmt.Errorf("the model (vocab %d) has no recorded tokenizer; pass --tokenizer gpt2|byte", m.Config.VocabSize)
+	if m.Config.VocabFits(tokenizer.Byte().VocabSize()) {
+		return nil, fmt.Errorf("the model %s (vocab %d) has no recorded tokenizer; its vocabulary is the byte tokenizer's size: pass --tokenizer byte", m.Source, m.Config.VocabSize)
+	}
+	return nil, fmt.Errorf("the model %s (vocab %d) has no recorded tokenizer, and neither gpt2 (50257 tokens) nor byte (257) fits it: a char or wordpiece model's alphabet or vocab is recorded only in its run's checkpoints, so pass --ckpt RUNDIR of the run that trained it", m.Source, m.Config.VocabSize)
 }
 
 func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) error {

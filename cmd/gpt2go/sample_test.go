@@ -9,6 +9,19 @@ import (
 	"github.com/gpt2go/gpt2go/tokenizer"
 )
 
+// A model file without a recorded tokenizer (llm.c) is refused with the advice that fits its
+// vocabulary: --tokenizer byte for a byte model's, the run's checkpoints for a char model's.
+func TestSampleWithoutTokenizer(t *testing.T) {
+	dir := t.TempDir()
+	byteRun, byteFile, charFile := filepath.Join(dir, "byte"), filepath.Join(dir, "byte.bin"), filepath.Join(dir, "char.bin")
+	mustRun(t, trainArgs(prepared(t), byteRun, "--steps", "1", "--sample-tokens", "0")...)
+	mustRun(t, "export", "--ckpt", byteRun, "--out", byteFile)
+	mustRun(t, "export", "--ckpt", charRun(t), "--out", charFile)
+	mustFail(t, "its vocabulary is the byte tokenizer's size: pass --tokenizer byte", "sample", "--init", byteFile)
+	mustFail(t, "neither gpt2 (50257 tokens) nor byte (257) fits it", "sample", "--init", charFile)
+	mustRun(t, "sample", "--init", byteFile, "--tokenizer", "byte", "--tokens", "2", "--threads", "1")
+}
+
 // sample with the KV cache: several samples as one batch, each printed after a separator, with
 // the speeds on stderr; greedy text the same as without the cache; a notice when the context
 // fills; --max-new-tokens as --tokens.
