@@ -348,18 +348,29 @@ func headerCRC(meta map[string]string, tensors []safetensors.Spec) uint32 {
 	return crc32.Checksum(b, castagnoli)
 }
 
-// loadError is a Load failure: one line naming the file and what is wrong with it.
+// loadError is a Load failure: one line naming the file, what is wrong with it and what to do.
 type loadError struct {
 	path    string
 	problem string // follows "checkpoint PATH "
+	advice  string // follows the problem after "; " ("": none)
 	kind    error  // sentinel or underlying error, for errors.Is
 }
 
-func (e *loadError) Error() string { return "checkpoint " + e.path + " " + e.problem }
+func (e *loadError) Error() string {
+	if e.advice == "" {
+		return "checkpoint " + e.path + " " + e.problem
+	}
+	return "checkpoint " + e.path + " " + e.problem + "; " + e.advice
+}
+
 func (e *loadError) Unwrap() error { return e.kind }
 
+// olderAdvice is what to do about a damaged checkpoint: take an older one, as LoadLatest does
+// itself for a run directory.
+const olderAdvice = "use an older checkpoint"
+
 func corrupt(path, format string, args ...any) error {
-	return &loadError{path, "is corrupt (" + fmt.Sprintf(format, args...) + "); resume from an older one", ErrCorrupt}
+	return &loadError{path: path, problem: "is corrupt (" + fmt.Sprintf(format, args...) + ")", advice: olderAdvice, kind: ErrCorrupt}
 }
 
 // Load reads and verifies the checkpoint at path. Every error is one line that names the file
@@ -457,19 +468,19 @@ func (c *Checkpoint) read(i int, mem []float32, sink func(off int, chunk []float
 	}
 	src := c.source
 	if src.f == nil {
-		return &loadError{src.path, "was closed after it was verified; load it again", nil}
+		return &loadError{path: src.path, problem: "was closed after it was verified", advice: "load it again"}
 	}
 	size := 4 * int64(src.n)
 	crc := crc32.New(castagnoli)
 	r := io.TeeReader(io.NewSectionReader(src.f, src.offset+int64(i)*size, size), crc)
-	changed := &loadError{src.path, "changed since it was verified (checksum mismatch); run the command again", ErrCorrupt}
+	changed := &loadError{path: src.path, problem: "changed since it was verified (checksum mismatch)", advice: "run the command again", kind: ErrCorrupt}
 	buf := make([]float32, min(ioChunk, src.n))
 	for off := 0; off < src.n; off += len(buf) {
 		chunk := buf[:min(len(buf), src.n-off)]
 		if err := safetensors.ReadFloat32s(r, chunk); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return changed // truncated since
 		} else if err != nil {
-			return &loadError{src.path, "cannot be read again: " + err.Error(), err}
+			return &loadError{path: src.path, problem: "cannot be read again: " + err.Error(), kind: err}
 		}
 		if err := sink(off, chunk); err != nil {
 			return err
@@ -484,15 +495,15 @@ func (c *Checkpoint) read(i int, mem []float32, sink func(off int, chunk []float
 func loadFile(path string, keep int) (*Checkpoint, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &loadError{path, "does not exist", err}
+		return nil, &loadError{path: path, problem: "does not exist", kind: err}
 	}
 	if err != nil {
-		return nil, &loadError{path, "cannot be opened: " + err.Error(), err}
+		return nil, &loadError{path: path, problem: "cannot be opened: " + err.Error(), kind: err}
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, &loadError{path, "cannot be read: " + err.Error(), err}
+		return nil, &loadError{path: path, problem: "cannot be read: " + err.Error(), kind: err}
 	}
 	c, err := load(path, f, st.Size(), keep)
 	if err != nil || c.source == nil {
@@ -507,15 +518,15 @@ func loadFile(path string, keep int) (*Checkpoint, error) {
 // path names it in errors.
 func load(path string, r io.ReaderAt, size int64, keep int) (*Checkpoint, error) {
 	if size == 0 {
-		return nil, &loadError{path, "is empty; resume from an older one", ErrCorrupt}
+		return nil, &loadError{path: path, problem: "is empty", advice: olderAdvice, kind: ErrCorrupt}
 	}
 	h, err := safetensors.ReadHeader(r, size)
 	if errors.Is(err, safetensors.ErrTruncated) {
 		why := strings.TrimSuffix(err.Error(), ": "+safetensors.ErrTruncated.Error())
-		return nil, &loadError{path, "is truncated (" + why + "); resume from an older one", ErrCorrupt}
+		return nil, &loadError{path: path, problem: "is truncated (" + why + ")", advice: olderAdvice, kind: ErrCorrupt}
 	}
 	if err != nil {
-		return nil, &loadError{path, "is not a valid safetensors file (" + err.Error() + ")", ErrNotCheckpoint}
+		return nil, &loadError{path: path, problem: "is not a valid safetensors file (" + err.Error() + ")", kind: ErrNotCheckpoint}
 	}
 	c, err := decodeHeader(path, h, keep)
 	if err != nil {
@@ -525,7 +536,7 @@ func load(path string, r io.ReaderAt, size int64, keep int) (*Checkpoint, error)
 		if errors.Is(err, ErrCorrupt) {
 			return nil, corrupt(path, "checksum mismatch")
 		}
-		return nil, &loadError{path, "cannot be read: " + err.Error(), err}
+		return nil, &loadError{path: path, problem: "cannot be read: " + err.Error(), kind: err}
 	}
 	return c, nil
 }
@@ -538,9 +549,9 @@ func decodeHeader(path string, h *safetensors.Header, keep int) (*Checkpoint, er
 	wantHeaderCRC, hasHeaderCRC := meta[keyHeaderCRC]
 	switch {
 	case !hasFormat:
-		return nil, &loadError{path, "is not a gpt2go checkpoint (no format in its metadata)", ErrNotCheckpoint}
+		return nil, &loadError{path: path, problem: "is not a gpt2go checkpoint (no format in its metadata)", kind: ErrNotCheckpoint}
 	case format != Format && !hasHeaderCRC:
-		return nil, &loadError{path, foreignFormat(format), ErrNotCheckpoint}
+		return nil, foreignFormat(path, format)
 	case !hasHeaderCRC:
 		return nil, corrupt(path, "no %s in the metadata", keyHeaderCRC)
 	}
@@ -553,14 +564,14 @@ func decodeHeader(path string, h *safetensors.Header, keep int) (*Checkpoint, er
 		return nil, corrupt(path, "header checksum mismatch")
 	}
 	if format != Format {
-		return nil, &loadError{path, foreignFormat(format), ErrNotCheckpoint}
+		return nil, foreignFormat(path, format)
 	}
 	version, err := strconv.Atoi(meta[keyVersion])
 	switch {
 	case err != nil || version < 1:
 		return nil, corrupt(path, "invalid version %q", meta[keyVersion])
 	case version > Version:
-		return nil, &loadError{path, fmt.Sprintf("has version %d, this gpt2go reads up to %d; upgrade gpt2go", version, Version), ErrTooNew}
+		return nil, &loadError{path: path, problem: fmt.Sprintf("has version %d, this gpt2go reads up to %d", version, Version), advice: "upgrade gpt2go", kind: ErrTooNew}
 	}
 
 	c := &Checkpoint{Software: meta[keySoftware]}
@@ -589,7 +600,7 @@ func decodeHeader(path string, h *safetensors.Header, keep int) (*Checkpoint, er
 	}
 
 	if h.DataSize/4 > math.MaxInt {
-		return nil, &loadError{path, "is too large to load on this machine", nil}
+		return nil, &loadError{path: path, problem: "is too large to load on this machine"}
 	}
 	// Parameters first, then their first and second moments, in the same order with the same
 	// shapes: then the data buffer is Params, M, V back to back.
@@ -682,12 +693,12 @@ func readData(f io.ReaderAt, h *safetensors.Header, c *Checkpoint) error {
 	return nil
 }
 
-// foreignFormat says what a safetensors file of another format is, with the way to read a
+// foreignFormat is the error of a safetensors file of another format, with the way to read a
 // Hugging Face (PyTorch, "pt") weights file.
-func foreignFormat(format string) string {
-	msg := fmt.Sprintf("is not a gpt2go checkpoint (format %q, want %q)", format, Format)
+func foreignFormat(path, format string) error {
+	e := &loadError{path: path, problem: fmt.Sprintf("is not a gpt2go checkpoint (format %q, want %q)", format, Format), kind: ErrNotCheckpoint}
 	if format == "pt" {
-		msg += "; a Hugging Face weights file is read with --init FILE (or its folder)"
+		e.advice = "a Hugging Face weights file is read with --init FILE (or its folder)"
 	}
-	return msg
+	return e
 }

@@ -407,7 +407,7 @@ func TestLoadErrors(t *testing.T) {
 		{"one byte short", withBytes(raw[:len(raw)-1]), "is truncated", ErrCorrupt},
 		{"extra byte", withBytes(append(bytes.Clone(raw), 0)), "not a valid safetensors file", ErrNotCheckpoint},
 		{"not safetensors", withBytes([]byte("step,loss\n1,10.9\n2,10.1\n")), "not a valid safetensors file", ErrNotCheckpoint},
-		{"data byte flipped", flip(len(raw) - 7), "is corrupt (checksum mismatch); resume from an older one", ErrCorrupt},
+		{"data byte flipped", flip(len(raw) - 7), "is corrupt (checksum mismatch); use an older checkpoint", ErrCorrupt},
 		{"first data byte flipped", flip(headerEnd), "checksum mismatch", ErrCorrupt},
 		{"header value flipped", flip(bytes.Index(raw, []byte(`123456`))), "header checksum mismatch", ErrCorrupt},
 		{"plain safetensors", editRaw(func(f *safetensors.File) { f.Metadata = map[string]string{"format": "pt"} }), `is not a gpt2go checkpoint (format "pt"`, ErrNotCheckpoint},

@@ -71,9 +71,10 @@ func List(runDir string) ([]Entry, error) {
 
 // LoadLatest loads the newest checkpoint of the run that loads and verifies, and returns it with
 // its path. Newer checkpoints that are damaged (ErrCorrupt, ErrNotCheckpoint) are skipped, never
-// deleted, and each failure is returned in warnings for the caller to print; any other failure
-// (a newer format, a file that cannot be read) is the error. It is an error if no checkpoint is
-// usable; the error wraps ErrNoCheckpoint when there are none at all.
+// deleted, and each is returned in warnings for the caller to print after "skipping "
+// ("checkpoint PATH, which is corrupt (...)"); any other failure (a newer format, a file that
+// cannot be read) is the error. It is an error if no checkpoint is usable; the error wraps
+// ErrNoCheckpoint when there are none at all.
 func LoadLatest(runDir string) (c *Checkpoint, path string, warnings []error, err error) {
 	return loadLatest(runDir, Load)
 }
@@ -101,7 +102,7 @@ func loadLatest(runDir string, load func(string) (*Checkpoint, error)) (c *Check
 		c, err := load(e.Path)
 		if err == nil && c.Step != e.Step {
 			c.Close()
-			err = fmt.Errorf("checkpoint %s holds step %d, not the step its name says: %w", e.Path, c.Step, ErrCorrupt)
+			err = &loadError{path: e.Path, problem: fmt.Sprintf("holds step %d, not the step its name says", c.Step), kind: ErrCorrupt}
 		}
 		if err != nil {
 			// Only a damaged file (or one gone since the listing: another rank set it aside) is
@@ -112,12 +113,28 @@ func loadLatest(runDir string, load func(string) (*Checkpoint, error)) (c *Check
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotCheckpoint) && !gone {
 				return nil, "", warnings, err
 			}
-			warnings = append(warnings, err)
+			warnings = append(warnings, passedOver(err))
 			continue
 		}
 		return c, e.Path, warnings, nil
 	}
 	return nil, "", warnings, fmt.Errorf("none of the %d checkpoints in %s is usable", len(entries), Dir(runDir))
+}
+
+// passedOverError is a checkpoint LoadLatest passed over, worded for the warning its callers
+// print, "skipping " and the error: "checkpoint PATH, which is corrupt (...)", without the advice
+// to use an older checkpoint, which LoadLatest takes itself.
+type passedOverError struct{ *loadError }
+
+func (e passedOverError) Error() string { return "checkpoint " + e.path + ", which " + e.problem }
+
+// passedOver is err (a load error) as LoadLatest's warning about the checkpoint it passed over.
+func passedOver(err error) error {
+	var le *loadError
+	if errors.As(err, &le) {
+		return passedOverError{le}
+	}
+	return err
 }
 
 // Prune deletes all but the newest keep checkpoints of the run up to step saved, the one just

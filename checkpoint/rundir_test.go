@@ -94,8 +94,9 @@ func TestLoadLatest(t *testing.T) {
 	if err != nil || c.Step != 100 || path != Path(run, 100) {
 		t.Fatalf("LoadLatest with a corrupt newest = %v, %q, %v", c, path, err)
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0].Error(), newest) || !strings.Contains(warnings[0].Error(), "checksum mismatch") {
-		t.Fatalf("warnings %v, want one about %s's checksum", warnings, newest)
+	// The warning reads after the callers' "skipping ", without advice LoadLatest took itself.
+	if want := "checkpoint " + newest + ", which is corrupt (checksum mismatch)"; len(warnings) != 1 || warnings[0].Error() != want || !errors.Is(warnings[0], ErrCorrupt) {
+		t.Fatalf("warnings %v, want %q", warnings, want)
 	}
 	if _, err := os.Stat(newest); err != nil {
 		t.Fatalf("the corrupt checkpoint was removed: %v", err)
@@ -119,7 +120,8 @@ func TestLoadLatest(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "none of the 3 checkpoints") || errors.Is(err, ErrNoCheckpoint) {
 		t.Fatalf("LoadLatest with all broken: %v", err)
 	}
-	if len(warnings) != 3 || !strings.Contains(warnings[1].Error(), "truncated") || !strings.Contains(warnings[2].Error(), "holds step 0") {
+	if len(warnings) != 3 || !strings.Contains(warnings[1].Error(), ", which is truncated (") || strings.Contains(warnings[1].Error(), "older") ||
+		!strings.Contains(warnings[2].Error(), ", which holds step 0, not the step its name says") {
 		t.Fatalf("warnings %q", warnings)
 	}
 }
