@@ -178,6 +178,19 @@ func TestInterrupted(t *testing.T) {
 	}
 }
 
+// When no item can be scored, the error gives the reasons as Summary words them.
+func TestNoneScored(t *testing.T) {
+	items, err := ReadHellaSwag("testdata/hellaswag_items.jsonl", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Scorer{Model: refModel(t, 4, 4), Rows: 4, Window: 1}
+	_, err = s.Run(context.Background(), Render(items, tokenizer.Byte()), nil)
+	if want := fmt.Sprintf("none of the %d items could be scored (skipped %d items: an ending longer than the 1-token window)", len(items), len(items)); err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("window 1: %v, want ...%q", err, want)
+	}
+}
+
 func TestEncodeText(t *testing.T) {
 	ids, err := EncodeText(tokenizer.Byte(), []byte("ab"))
 	if err != nil || len(ids) != 3 || ids[0] != 256 || ids[1] != 'a' {

@@ -307,7 +307,7 @@ func (s *Scorer) Run(ctx context.Context, items []Rendered, done func(i int)) (R
 		}
 	}
 	if res.N == 0 {
-		return res, fmt.Errorf("hellaswag: none of the %d items could be scored (%v)", len(items), res.SkipReasons)
+		return res, fmt.Errorf("hellaswag: none of the %d items could be scored (%s)", len(items), res.Summary())
 	}
 	res.Acc = float64(res.Correct) / float64(res.N)
 	res.AccNorm = float64(res.CorrectNorm) / float64(res.N)
