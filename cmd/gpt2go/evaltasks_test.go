@@ -109,6 +109,10 @@ func TestEvalTaskErrors(t *testing.T) {
 	mustFail(t, "pass --tokenizer", "eval", "--init", refModel, "--hellaswag", refItems)
 	mustFail(t, "exceeds the model's block size", "eval", "--init", refModel, "--tokenizer", "byte", "--text", refText, "--seq-len", "129")
 	mustFail(t, "--limit", "eval", "--init", refModel, "--tokenizer", "byte", "--hellaswag", refItems, "--limit", "-1")
+	// A bad value names its flag.
+	mustFail(t, "--batches must be >= 0 (0: the whole split), got -1", "eval", "--init", refModel, "--data", t.TempDir(), "--batches", "-1")
+	mustFail(t, "--batch-size must be >= 1, got 0", "eval", "--init", refModel, "--data", t.TempDir(), "--batch-size", "0")
+	mustFail(t, "--seq-len must be >= 0 (0: the model's block size), got -1", "eval", "--init", refModel, "--data", t.TempDir(), "--seq-len", "-1")
 	// A flag the mode does not read is refused, not ignored.
 	mustFail(t, "--limit is for eval --hellaswag; eval --text does not read it", "eval", "--init", refModel, "--tokenizer", "byte", "--text", refText, "--limit", "2")
 	mustFail(t, "--batches is for eval --data; eval --hellaswag does not read it", "eval", "--init", refModel, "--tokenizer", "byte", "--hellaswag", refItems, "--batches", "2")

@@ -97,11 +97,17 @@ func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
-	if opts.Tokens < 0 || opts.TopK < 0 || !(opts.Temperature >= 0) || math.IsInf(opts.Temperature, 0) {
-		return fmt.Errorf("--tokens, --top-k and --temperature must be >= 0 (and the temperature finite), got %d, %d and %g", opts.Tokens, opts.TopK, opts.Temperature)
-	}
-	if numSamples < 1 || (opts.NoCache && numSamples > 1) {
-		return fmt.Errorf("--num-samples must be >= 1, and 1 with --no-cache")
+	switch {
+	case opts.Tokens < 0:
+		return fmt.Errorf("--tokens must be >= 0, got %d", opts.Tokens)
+	case opts.TopK < 0:
+		return fmt.Errorf("--top-k must be >= 0 (0: all tokens), got %d", opts.TopK)
+	case !(opts.Temperature >= 0) || math.IsInf(opts.Temperature, 0):
+		return fmt.Errorf("--temperature must be a finite number >= 0 (0: greedy), got %g", opts.Temperature)
+	case numSamples < 1:
+		return fmt.Errorf("--num-samples must be >= 1, got %d", numSamples)
+	case opts.NoCache && numSamples > 1:
+		return fmt.Errorf("--no-cache generates one sample at a time: leave out --num-samples %d or --no-cache", numSamples)
 	}
 	loaded, err := lf.open()
 	if err != nil {
@@ -169,8 +175,13 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
-	if batches < 0 || B < 1 || T < 0 {
-		return fmt.Errorf("--batches must be >= 0, --batch-size >= 1, --seq-len >= 0")
+	switch {
+	case batches < 0:
+		return fmt.Errorf("--batches must be >= 0 (0: the whole split), got %d", batches)
+	case B < 1:
+		return fmt.Errorf("--batch-size must be >= 1, got %d", B)
+	case T < 0:
+		return fmt.Errorf("--seq-len must be >= 0 (0: the model's block size), got %d", T)
 	}
 	if n := countSet(dataPath, tasks.hellaswag, tasks.text); n == 0 {
 		return fmt.Errorf("nothing to evaluate on: pass --data DIR|SHARD.bin, --hellaswag FILE.jsonl|val or --text FILE")

@@ -56,7 +56,8 @@ func TestSampleBatchAndCache(t *testing.T) {
 	}
 	mustFail(t, "--num-samples", append(base, "--no-cache", "--num-samples", "2")...)
 	mustFail(t, "--num-samples", append(base, "--num-samples", "0")...)
-	mustFail(t, "temperature finite", append(base, "--temperature", "NaN")...)
+	mustFail(t, "--temperature must be a finite number >= 0 (0: greedy), got NaN", append(base, "--temperature", "NaN")...)
+	mustFail(t, "--top-k must be >= 0 (0: all tokens), got -1", append(base, "--top-k", "-1")...)
 }
 
 // A sample's text after its prompt is what decoding them together adds: WordPiece spaces words
