@@ -55,7 +55,7 @@ func runAttn(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if text == "" {
 		return fmt.Errorf("no text: pass --text \"some text the model should read\"")
 	}
-	if err := train.CheckOutput(out, "--out"); err != nil {
+	if err := checkOutputFile(out, "--out", "attention.png"); err != nil {
 		return err
 	}
 	if maxTokens < 1 || maxTokens > 256 {

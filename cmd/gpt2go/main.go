@@ -22,12 +22,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"github.com/gpt2go/gpt2go/backend/cpu"
+	"github.com/gpt2go/gpt2go/train"
 )
 
 const version = "0.1.0"
@@ -178,6 +180,19 @@ func setFlags(fs *flag.FlagSet) map[string]bool {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	return set
+}
+
+// checkOutputFile is train.CheckOutput for a command's output file (an image, a page, a trace),
+// which also refuses a folder: the file is renamed into place once written, which failed late
+// with "rename ... file exists". name is the file's usual name, for the advice.
+func checkOutputFile(path, flag, name string) error {
+	if err := train.CheckOutput(path, flag); err != nil {
+		return err
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s %s is a folder; name the file to write, e.g. %s %s", flag, path, flag, filepath.Join(path, name))
+	}
+	return nil
 }
 
 // stringList is a repeatable string flag.

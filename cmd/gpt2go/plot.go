@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gpt2go/gpt2go/train"
 	"github.com/gpt2go/gpt2go/viz"
 )
 
@@ -32,7 +31,7 @@ func runPlot(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if len(runs) == 0 {
 		return fmt.Errorf("no runs: pass one or more RUNDIRs (or log.jsonl files), e.g. gpt2go plot runs/shk --out shk.png")
 	}
-	if err := train.CheckOutput(out, "--out"); err != nil {
+	if err := checkOutputFile(out, "--out", "curves.png"); err != nil {
 		return err
 	}
 	names := runNames(runs)

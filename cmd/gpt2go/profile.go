@@ -62,11 +62,11 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := positiveVocab(set, mf.vocabSize); err != nil {
 		return err
 	}
-	for flag, path := range map[string]string{"--trace": tracePath, "--json": jsonPath} {
-		if path == "" {
+	for _, o := range []struct{ flag, path, name string }{{"--trace", tracePath, "trace.json"}, {"--json", jsonPath, train.ProfileFile}} {
+		if o.path == "" {
 			continue
 		}
-		if err := train.CheckOutput(path, flag); err != nil {
+		if err := checkOutputFile(o.path, o.flag, o.name); err != nil {
 			return err
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/gpt2go/gpt2go/backend/cpu"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/report"
-	"github.com/gpt2go/gpt2go/train"
 )
 
 // runReport writes RUNDIR/report.html (or --out): one self-contained page about a run.
@@ -29,7 +28,7 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if *out == "" {
 		*out = filepath.Join(runDir, "report.html")
 	}
-	if err := train.CheckOutput(*out, "--out"); err != nil {
+	if err := checkOutputFile(*out, "--out", "report.html"); err != nil {
 		return err
 	}
 	opts := report.Options{RunDir: runDir, Version: version, AttentionText: *text}

@@ -272,3 +272,18 @@ func TestReportReadsCustomLog(t *testing.T) {
 	}
 	mustRun(t, "plot", run, "--out", filepath.Join(t.TempDir(), "c.png"))
 }
+
+// An output file named by a folder is refused up front (it failed at the end with a rename
+// error, and profile's only after profiling).
+func TestOutputFolderRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"report", "runs/x", "--out", dir},
+		{"plot", "runs/x", "--out", dir},
+		{"attn", "--ckpt", "runs/x", "--text", "a", "--out", dir},
+		{"profile", "--trace", dir},
+		{"profile", "--json", dir},
+	} {
+		mustFail(t, "is a folder; name the file to write, e.g. "+args[len(args)-2]+" "+filepath.Join(dir, ""), args...)
+	}
+}
