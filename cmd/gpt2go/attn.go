@@ -65,7 +65,7 @@ func runAttn(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fig, T, err := attentionFigure(be, dev.modelPrecision(), lf, []string{first, compare}, text, layer, head, maxTokens, stderr)
+	fig, T, err := attentionFigure(be, dev.modelPrecision(), lf, []string{first, compare}, text, "--text", layer, head, maxTokens, stderr)
 	if err != nil {
 		return err
 	}
@@ -77,10 +77,11 @@ func runAttn(_ context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // attentionFigure draws the attention of layer over text for each checkpoint in paths (empty
-// entries are skipped): all heads, or one head when head >= 0. It returns the figure and the
+// entries are skipped): all heads, or one head when head >= 0. textFlag names where the text
+// came from in errors about it. It returns the figure and the
 // number of tokens drawn; notes about truncation go to warn. A BERT encoder reads the text as
 // [CLS] text [SEP], as in training, and its maps are drawn whole (bidirectional).
-func attentionFigure(be backend.Backend, prec gpt.Precision, lf loadFlags, paths []string, text string, layer, head, maxTokens int, warn io.Writer) (*viz.Figure, int, error) {
+func attentionFigure(be backend.Backend, prec gpt.Precision, lf loadFlags, paths []string, text, textFlag string, layer, head, maxTokens int, warn io.Writer) (*viz.Figure, int, error) {
 	var maps []attnMap
 	var labels []string
 	var ids []int32
@@ -105,7 +106,7 @@ func attentionFigure(be backend.Backend, prec gpt.Precision, lf loadFlags, paths
 		if encoders != 0 && encoders != len(maps)+1 {
 			return nil, 0, fmt.Errorf("--compare draws two checkpoints of one family; %s and %s are a GPT-2 and a BERT encoder", paths[0], paths[1])
 		}
-		mine, err := attnTokens(am, text)
+		mine, err := attnTokens(am, text, textFlag)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -290,12 +291,12 @@ func ckptLabel(source string, step int, run bool) string {
 
 // attnTokens encodes the text attn draws: as it is for GPT-2; for an encoder with every [MASK]
 // as the [MASK] id, as fill reads it, so that a map shows where a masked position looks. The
-// [CLS] and [SEP] around it are left to the caller.
-func attnTokens(am *attnSource, text string) ([]int32, error) {
+// [CLS] and [SEP] around it are left to the caller. textFlag names the text in errors.
+func attnTokens(am *attnSource, text, textFlag string) ([]int32, error) {
 	if !am.encoder {
-		return encodeText(am.tok, text)
+		return encodeText(am.tok, text, textFlag)
 	}
-	ids, _, err := encodeMasked(am.tok, tokenizer.SpecialsOf(am.tok), text)
+	ids, _, err := encodeMasked(am.tok, tokenizer.SpecialsOf(am.tok), text, textFlag)
 	if err != nil {
 		return nil, err
 	}
@@ -305,9 +306,10 @@ func attnTokens(am *attnSource, text string) ([]int32, error) {
 	return ids[1 : len(ids)-1], nil
 }
 
-// encodeText tokenizes text, refusing characters a char tokenizer cannot represent.
-func encodeText(tok tokenizer.Tokenizer, text string) ([]int32, error) {
-	ids, err := encodeChecked(tok, text)
+// encodeText tokenizes text, refusing characters a char tokenizer cannot represent in an error
+// that names the text textFlag (e.g. "--text").
+func encodeText(tok tokenizer.Tokenizer, text, textFlag string) ([]int32, error) {
+	ids, err := encodeChecked(tok, text, textFlag)
 	if err != nil {
 		return nil, err
 	}
@@ -318,10 +320,10 @@ func encodeText(tok tokenizer.Tokenizer, text string) ([]int32, error) {
 }
 
 // encodeChecked is encodeText without its check that there is at least one token.
-func encodeChecked(tok tokenizer.Tokenizer, text string) ([]int32, error) {
+func encodeChecked(tok tokenizer.Tokenizer, text, textFlag string) ([]int32, error) {
 	if c, ok := tok.(*tokenizer.Char); ok {
 		if err := c.Check([]byte(text)); err != nil {
-			return nil, fmt.Errorf("--text: %w", err)
+			return nil, fmt.Errorf("%s: %w", textFlag, err)
 		}
 	}
 	var ids []int32

@@ -48,7 +48,7 @@ func runFill(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sp := tokenizer.SpecialsOf(tok)
-	ids, masks, err := encodeMasked(tok, sp, text)
+	ids, masks, err := encodeMasked(tok, sp, text, "--text")
 	if err != nil {
 		return err
 	}
@@ -91,8 +91,9 @@ func runFill(_ context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // encodeMasked encodes [CLS] text [SEP] with every [MASK] of text as the [MASK] id, and returns
-// the ids and the masked positions. The pieces between the masks are encoded one by one.
-func encodeMasked(tok tokenizer.Tokenizer, sp tokenizer.Specials, text string) (ids []int32, masks []int, err error) {
+// the ids and the masked positions. The pieces between the masks are encoded one by one; errors
+// name the text textFlag.
+func encodeMasked(tok tokenizer.Tokenizer, sp tokenizer.Specials, text, textFlag string) (ids []int32, masks []int, err error) {
 	if sp.CLS < 0 || sp.SEP < 0 || sp.MASK < 0 {
 		return nil, nil, fmt.Errorf("the model's tokenizer has no [CLS] [SEP] [MASK]; it was not trained with --arch bert")
 	}
@@ -102,7 +103,7 @@ func encodeMasked(tok tokenizer.Tokenizer, sp tokenizer.Specials, text string) (
 			masks = append(masks, len(ids))
 			ids = append(ids, int32(sp.MASK))
 		}
-		pieceIDs, err := encodeChecked(tok, piece)
+		pieceIDs, err := encodeChecked(tok, piece, textFlag)
 		if err != nil && i > 0 { // the tokenizer counts bytes from the piece's start
 			return nil, nil, fmt.Errorf("%w, counting from the end of [MASK] %d", err, i)
 		} else if err != nil {

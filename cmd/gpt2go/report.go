@@ -15,7 +15,7 @@ import (
 func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlags("report")
 	out := fs.String("out", "", "HTML file to write (default RUNDIR/report.html)")
-	text := fs.String("attn-text", "", "text for the attention maps (default: the start of the run's newest sample)")
+	attnText := fs.String("attn-text", "", "text for the attention maps (default: the start of the run's newest sample)")
 	layer := fs.Int("attn-layer", 0, "layer of the attention maps")
 	runs, err := parseInterleaved(fs, args, "RUNDIR", stdout) // the run before or after the flags
 	if err != nil {
@@ -31,11 +31,15 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if err := checkOutputFile(*out, "--out", "report.html"); err != nil {
 		return err
 	}
-	opts := report.Options{RunDir: runDir, Version: version, AttentionText: *text}
+	opts := report.Options{RunDir: runDir, Version: version, AttentionText: *attnText}
 	// Attention maps of the first and last checkpoints, all heads of one layer, computed on the
 	// CPU (one short sequence; no GPU needed to write a report).
 	opts.Attention = func(first, last, text string) ([]byte, string, error) {
-		fig, T, err := attentionFigure(cpu.New(0), gpt.Precision{}, loadFlags{}, []string{first, last}, text, *layer, -1, 32, io.Discard)
+		textFlag := "--attn-text"
+		if *attnText == "" {
+			textFlag = "the newest sample's text"
+		}
+		fig, T, err := attentionFigure(cpu.New(0), gpt.Precision{}, loadFlags{}, []string{first, last}, text, textFlag, *layer, -1, 32, io.Discard)
 		if err != nil {
 			return nil, "", err
 		}

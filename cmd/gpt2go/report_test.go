@@ -287,3 +287,13 @@ func TestOutputFolderRefused(t *testing.T) {
 		mustFail(t, "is a folder; name the file to write, e.g. "+args[len(args)-2]+" "+filepath.Join(dir, ""), args...)
 	}
 }
+
+// The report names its own flag when the --attn-text cannot be encoded (it said --text, attn's).
+func TestReportAttnTextNamed(t *testing.T) {
+	html := filepath.Join(t.TempDir(), "r.html")
+	mustRun(t, "report", charRun(t), "--attn-text", "é", "--out", html)
+	b, err := os.ReadFile(html)
+	if err != nil || !strings.Contains(string(b), "Attention maps left out: --attn-text: ") {
+		t.Errorf("report with an --attn-text outside the alphabet: %v; the page does not say --attn-text", err)
+	}
+}
