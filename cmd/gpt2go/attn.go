@@ -37,7 +37,7 @@ func runAttn(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&text, "text", "", "the text whose attention to draw")
 	fs.StringVar(&out, "out", "attention.png", "output image, .png or .svg")
 	fs.IntVar(&layer, "layer", 0, "layer (0 = first)")
-	fs.IntVar(&head, "head", -1, "one head drawn large (default: a grid of all heads)")
+	fs.IntVar(&head, "head", -1, "one head drawn large (0 = first; -1 = a grid of all heads)")
 	fs.IntVar(&maxTokens, "max-tokens", 32, "draw at most this many tokens of the text")
 	dev.register(fs)
 	if err := parse(fs, args, stdout); err != nil {
@@ -57,6 +57,9 @@ func runAttn(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := checkOutputFile(out, "--out", "attention.png"); err != nil {
 		return err
+	}
+	if head < -1 {
+		return fmt.Errorf("--head must be a head's index (0 = first) or -1 for every head, got %d", head)
 	}
 	if maxTokens < 1 || maxTokens > 256 {
 		return fmt.Errorf("--max-tokens must be in 1..256 (labels get unreadable beyond ~48), got %d", maxTokens)

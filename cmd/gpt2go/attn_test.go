@@ -106,6 +106,10 @@ func TestAttn(t *testing.T) {
 	mustFail(t, "no model", "attn", "--text", text)
 	mustFail(t, "--head 2 does not exist", "attn", "--ckpt", run, "--text", text, "--head", "2")
 	mustFail(t, "layer 2 does not exist", "attn", "--ckpt", run, "--text", text, "--layer", "2")
+	mustFail(t, "--head must be a head's index (0 = first) or -1 for every head, got -2", "attn", "--ckpt", run, "--text", text, "--head", "-2")
+	// report's --attn-layer is checked like attn's --layer: an error, not a note on the page.
+	mustFail(t, "--attn-layer: layer 2 does not exist; the model has layers 0..1", "report", run, "--attn-layer", "2", "--out", filepath.Join(t.TempDir(), "r.html"))
+	mustFail(t, "--attn-layer: layer -1 does not exist", "report", run, "--attn-layer", "-1", "--out", filepath.Join(t.TempDir(), "r.html"))
 	mustFail(t, "--max-tokens", "attn", "--ckpt", run, "--text", text, "--max-tokens", "0")
 
 	char := charRun(t)

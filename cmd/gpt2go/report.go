@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/gpt2go/gpt2go/backend/cpu"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/report"
+	"github.com/gpt2go/gpt2go/train"
 )
 
 // runReport writes RUNDIR/report.html (or --out): one self-contained page about a run.
@@ -31,6 +34,9 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if err := checkOutputFile(*out, "--out", "report.html"); err != nil {
 		return err
 	}
+	if err := checkAttnLayer(runDir, *layer); err != nil {
+		return err
+	}
 	opts := report.Options{RunDir: runDir, Version: version, AttentionText: *attnText}
 	// Attention maps of the first and last checkpoints, all heads of one layer, computed on the
 	// CPU (one short sequence; no GPU needed to write a report).
@@ -51,5 +57,20 @@ func runReport(_ context.Context, args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", *out)
+	return nil
+}
+
+// checkAttnLayer refuses an --attn-layer the run's model does not have, as attn --layer does
+// (the page only noted it, and the command succeeded). A run.json that cannot be read is left
+// for report.Write to name.
+func checkAttnLayer(runDir string, layer int) error {
+	var run train.Config
+	b, err := os.ReadFile(filepath.Join(runDir, "run.json"))
+	if err != nil || json.Unmarshal(b, &run) != nil || run.Model.NumLayers == 0 {
+		return nil
+	}
+	if err := gpt.CheckAttentionArgs(layer, run.Model.NumLayers, 1); err != nil {
+		return fmt.Errorf("--attn-layer: %w", err)
+	}
 	return nil
 }
