@@ -83,3 +83,20 @@ func TestHelpUsage(t *testing.T) {
 		}
 	}
 }
+
+// gpt2go help COMMAND prints the command's help; --version and -v print the version, as the
+// version command does, which takes no arguments.
+func TestHelpAndVersion(t *testing.T) {
+	_, trainHelp, _ := gpt2go(t, "train", "-h")
+	if got := mustRun(t, "help", "train"); got != trainHelp || !strings.HasPrefix(got, "Usage: gpt2go train") {
+		t.Errorf("help train printed %.80q, want train -h's %.80q", got, trainHelp)
+	}
+	want := mustRun(t, "version")
+	for _, flag := range []string{"--version", "-v"} {
+		if got := mustRun(t, flag); got != want || !strings.HasPrefix(got, "gpt2go ") {
+			t.Errorf("gpt2go %s printed %q, want %q", flag, got, want)
+		}
+	}
+	mustFail(t, "flag provided but not defined: -bogus", "version", "--bogus")
+	mustFail(t, `unknown command "bogus"`, "help", "bogus")
+}

@@ -51,7 +51,10 @@ var commands = []command{
 	{"profile", "time every op of a few training steps (table, Chrome trace)", runProfile},
 	{"plot", "draw loss and learning-rate curves of runs as a PNG or SVG", runPlot},
 	{"attn", "draw a checkpoint's attention maps over a text as heatmaps", runAttn},
-	{"version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
+	{"version", "print the version", func(_ context.Context, args []string, stdout, _ io.Writer) error {
+		if err := parse(newFlags("version"), args, stdout); err != nil {
+			return err
+		}
 		fmt.Fprintf(stdout, "gpt2go %s (%s, %s/%s)\ncpu matmul kernel: %s\n", version, runtime.Version(),
 			runtime.GOOS, runtime.GOARCH, cpu.MatmulKernel())
 		return nil
@@ -106,9 +109,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 			code = 2
 		}
 	}()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	switch {
+	case len(args) == 2 && args[0] == "help": // gpt2go help COMMAND: the command's -h
+		args = []string{args[1], "-h"}
+	case len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help":
 		usage(stdout)
 		return 0
+	case args[0] == "--version" || args[0] == "-version" || args[0] == "-v":
+		args[0] = "version"
 	}
 	for _, c := range commands {
 		if c.name != args[0] {
@@ -138,7 +146,7 @@ func commandNames() string {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintf(w, "gpt2go %s: train GPT-2 models in Go\n\nUsage: gpt2go COMMAND [flags]   (gpt2go COMMAND -h lists the flags)\n\n", version)
+	fmt.Fprintf(w, "gpt2go %s: train GPT-2 models in Go\n\nUsage: gpt2go COMMAND [flags]   (gpt2go COMMAND -h, or gpt2go help COMMAND, lists the flags)\n\n", version)
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
