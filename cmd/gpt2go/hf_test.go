@@ -223,9 +223,9 @@ func TestHFInitErrorsAreOneLine(t *testing.T) {
 }
 
 // Exports refuse what they cannot write well: a tokenizer that does not fit the model (its ids
-// went into config.json), an llm.c file onto a folder (found only after writing it all) or with
-// a --tokenizer it would ignore; and a model without GPT2Tokenizer files removes the tokenizer
-// files another model left in the folder.
+// went into config.json), an llm.c file onto a folder (found only after writing it all), onto a
+// file that is not an earlier export or with a --tokenizer it would ignore; and a model without
+// GPT2Tokenizer files removes the tokenizer files another model left in the folder.
 func TestExportRefusals(t *testing.T) {
 	run := charRun(t)
 	dir := filepath.Join(t.TempDir(), "hf")
@@ -236,6 +236,20 @@ func TestExportRefusals(t *testing.T) {
 	mustFail(t, "--tokenizer gpt2 has 50257 tokens, more than the model's", "export", "--ckpt", run, "--format", "hf", "--out", dir, "--tokenizer", "gpt2")
 	mustFail(t, "--format llmc writes one file", "export", "--ckpt", run, "--out", dir)
 	mustFail(t, "an llm.c model file holds no tokenizer", "export", "--ckpt", run, "--out", filepath.Join(dir, "model.bin"), "--tokenizer", "byte")
+	// An existing file is replaced only when it is an earlier export: not a text, nor a folder
+	// with another config.json.
+	text := filepath.Join(t.TempDir(), "book.txt")
+	os.WriteFile(text, []byte("the training text\n"), 0o644)
+	mustFail(t, "exists and is not an llm.c model file", "export", "--ckpt", run, "--out", text)
+	if b, _ := os.ReadFile(text); string(b) != "the training text\n" {
+		t.Errorf("the refused export changed %s: %q", text, b)
+	}
+	llmc := filepath.Join(t.TempDir(), "model.bin")
+	mustRun(t, "export", "--ckpt", run, "--out", llmc)
+	mustRun(t, "export", "--ckpt", run, "--out", llmc)
+	app := t.TempDir()
+	os.WriteFile(filepath.Join(app, "config.json"), []byte(`{"port": 8080}`), 0o644)
+	mustFail(t, "holds a config.json that is not a model's config", "export", "--ckpt", run, "--format", "hf", "--out", app)
 	out := mustRun(t, "export", "--ckpt", run, "--format", "hf", "--out", dir)
 	if !strings.Contains(out, "removed the folder's old tokenizer files (another model's): vocab.json, merges.txt, tokenizer.json") {
 		t.Errorf("export output %q", out)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -260,6 +261,32 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
+// checkReplaceable refuses an export onto files that are not an earlier export of the format:
+// an existing llm.c --out must be an llm.c model file (any file was replaced, a training text
+// once), and a config.json in an hf folder a model's config.
+func checkReplaceable(out, format string) error {
+	if format == "hf" {
+		b, err := os.ReadFile(filepath.Join(out, hf.ConfigFile))
+		var conf struct {
+			ModelType string `json:"model_type"`
+		}
+		if err == nil && (json.Unmarshal(b, &conf) != nil || conf.ModelType == "") {
+			return fmt.Errorf("--out %s holds a %s that is not a model's config; export into a new folder or an earlier export's", out, hf.ConfigFile)
+		}
+		return nil
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		return nil // nothing to replace, or the write says what is wrong
+	}
+	defer f.Close()
+	var magic int32
+	if binary.Read(f, binary.LittleEndian, &magic) != nil || magic != gpt.LLMCMagic {
+		return fmt.Errorf("--out %s exists and is not an llm.c model file; choose another path (an earlier export is replaced)", out)
+	}
+	return nil
+}
+
 // sameTokens refuses a prepared dataset at path whose ids mean other tokens to the model:
 // another tokenizer than the one its run recorded, or (weights without a run) a vocabulary of
 // another size. A shard file alone, or a dataset without meta.json, says nothing either way.
@@ -342,6 +369,9 @@ func runExport(_ context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("--out %s is a folder; --format llmc writes one file (--out %s), --format hf a folder", out, filepath.Join(out, "model.bin"))
 	}
 	if err := train.CheckOutput(out, "--out"); err != nil {
+		return err
+	}
+	if err := checkReplaceable(out, format); err != nil {
 		return err
 	}
 	loaded, err := lf.open() // the weights go from their file to the export a piece at a time
