@@ -14,7 +14,10 @@ Exits non-zero when the directory holds no scalars or an --expect tag is missing
 import argparse
 import sys
 
-from tensorboard.backend.event_processing import event_accumulator
+try:
+    from tensorboard.backend.event_processing import event_accumulator
+except ImportError as e:
+    sys.exit(f"tb_check.py needs TensorBoard's Python package ({e}): pip install tensorboard")
 
 
 def main():
