@@ -61,6 +61,7 @@ func TestPlot(t *testing.T) {
 	mustFail(t, "no runs", "plot", "--out", one)
 	mustFail(t, "logged:", "plot", run, "--what", "perplexity")
 	mustFail(t, "use .png or .svg", "plot", run, "--out", filepath.Join(dir, "x.jpg"))
+	mustFail(t, `--what "" names no panels`, "plot", run, "--what", "")
 	mustFail(t, "log.jsonl", "plot", filepath.Join(dir, "missing"))
 }
 

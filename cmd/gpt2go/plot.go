@@ -49,6 +49,9 @@ func runPlot(_ context.Context, args []string, stdout, _ io.Writer) error {
 			panels = append(panels, p)
 		}
 	}
+	if len(panels) == 0 {
+		return fmt.Errorf("--what %q names no panels; e.g. --what loss,lr,grad_norm", what)
+	}
 	fig, err := viz.Curves(logs, viz.CurvesOptions{Panels: panels, LogY: logY, Smooth: smooth, Title: title})
 	if err != nil {
 		return err
