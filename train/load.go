@@ -454,7 +454,7 @@ func resolveInit(spec string, progress io.Writer) (kind, path string, err error)
 	case hf.IsWeightsFile(spec):
 		return "hf", spec, nil
 	case isCheckpoint(spec):
-		return "", "", fmt.Errorf("--init %s is a gpt2go checkpoint; sample or evaluate it with --ckpt, continue its run with train --resume, or export it first (export --format hf)", spec)
+		return "", "", fmt.Errorf("--init %s is a gpt2go checkpoint; read it with --ckpt (sample, eval; fill for a BERT run), continue its run with train --resume, or start a new GPT-2 run from it by exporting it first (export --format hf)", spec)
 	case isSafetensors(spec):
 		return "", "", fmt.Errorf("--init %s is a safetensors file without GPT-2's tensors (no wte.weight or transformer.wte.weight); pass %s", spec, InitHelp)
 	case isPyTorchPickle(spec):

@@ -334,6 +334,9 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		if set["force"] {
 			return fmt.Errorf("--force and --resume contradict each other")
 		}
+		if set["init"] {
+			return fmt.Errorf("--init starts a new run from other weights; --resume continues from the run's own (leave --init out, or start a run with --out)")
+		}
 		if !set["arch"] { // the run's own family decides how --data is prepared
 			bertData = train.SavedArch(resumeDir) == "bert"
 		}

@@ -42,6 +42,7 @@ func TestTrainFlagDefaultsAndRefusals(t *testing.T) {
 		{"--eval-batches 0", trainArgs(dataDir, filepath.Join(tmp, "e"), "--eval-batches", "0")},
 		{"--min-lr 0.001 must be in [0, --lr 0.0001]", []string{"train", "--resume", runDir, "--steps", "7", "--min-lr", "1e-3"}},
 		{"cannot change --pad-vocab (the run pads its vocabulary of", []string{"train", "--resume", runDir, "--steps", "7", "--pad-vocab", "100"}},
+		{"--init starts a new run", []string{"train", "--resume", runDir, "--steps", "7", "--init", filepath.Join(tmp, "m.bin")}},
 	} {
 		mustFail(t, c.want, c.args...)
 	}
