@@ -43,7 +43,7 @@ gpt_experiments() {
   $g prepare --input "$text" --out "$data" --tokenizer char
 
   train=(--data "$data" --n-layer 2 --n-head 4 --n-embd 64 --block-size 64 --seq-len 64
-    --batch-size 16 --lr 5e-3 --min-lr 5e-4 --warmup 50 --beta2 0.99 --grad-clip 1 --shuffle
+    --batch-size 16 --lr 5e-3 --min-lr 5e-4 --warmup $((steps < 500 ? steps / 10 : 50)) --beta2 0.99 --grad-clip 1 --shuffle
     --steps "$steps" --eval-every 100 --eval-batches 20 --ckpt-every "$steps" --log-every 100
     --sample-every 0 --force)
   start=$(date +%s)

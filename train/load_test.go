@@ -223,11 +223,12 @@ func TestForceKeepsOldRunUntilNewStarts(t *testing.T) {
 	notes := filepath.Join(t.TempDir(), "notes.txt")
 	os.WriteFile(notes, []byte("my notes, not a log\n"), 0o644)
 	for name, change := range map[string]func(c *Config){
-		"a bad schedule":        func(c *Config) { c.Schedule = "cosin" },
-		"a batch over the data": func(c *Config) { c.BatchSize = 100000 },
-		"a missing --init":      func(c *Config) { c.Init = filepath.Join(t.TempDir(), "none.bin") },
-		"a foreign --log":       func(c *Config) { c.LogFile = notes },
-		"a --log in no folder":  func(c *Config) { c.LogFile = filepath.Join(t.TempDir(), "no", "log.jsonl") },
+		"a bad schedule":           func(c *Config) { c.Schedule = "cosin" },
+		"a batch over the data":    func(c *Config) { c.BatchSize = 100000 },
+		"a missing --init":         func(c *Config) { c.Init = filepath.Join(t.TempDir(), "none.bin") },
+		"a foreign --log":          func(c *Config) { c.LogFile = notes },
+		"a --log in no folder":     func(c *Config) { c.LogFile = filepath.Join(t.TempDir(), "no", "log.jsonl") },
+		"a --log that is a folder": func(c *Config) { c.LogFile = t.TempDir() },
 	} {
 		bad := cfg
 		change(&bad)
@@ -250,6 +251,21 @@ func TestForceKeepsOldRunUntilNewStarts(t *testing.T) {
 	}
 	if steps, _ := readLog(t, cfg.LogFile); len(steps) != cfg.Steps {
 		t.Errorf("--force --log RUN/log.jsonl: %d steps logged, want %d", len(steps), cfg.Steps)
+	}
+	// A run from before --log was stored absolute recorded it as given: relative to a working
+	// directory no longer known, so --force leaves whatever that path names now alone.
+	cfg.LogFile = ""
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	run, _ := os.ReadFile(filepath.Join(dir, runFile))
+	os.WriteFile(filepath.Join(dir, runFile), bytes.Replace(run, []byte(`"log_every"`), []byte(`"log_file": "notes.txt", "log_every"`), 1), 0o644)
+	t.Chdir(filepath.Dir(notes))
+	if err := clearOldRun(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(notes); err != nil {
+		t.Errorf("--force over a run that recorded a relative --log removed the file of that name here: %v", err)
 	}
 	// Without --force, an existing --log file is not appended to either.
 	cfg.LogFile = notes

@@ -22,6 +22,7 @@ import (
 	"github.com/gpt2go/gpt2go/internal/atomicfile"
 	"github.com/gpt2go/gpt2go/internal/progress"
 	"github.com/gpt2go/gpt2go/tensorboard"
+	"golang.org/x/sys/unix"
 )
 
 // A run directory holds one training run:
@@ -313,18 +314,28 @@ func checkNewRun(dir string, force bool, newLog string) error {
 	}
 	st, err := os.Stat(newLog)
 	if errors.Is(err, fs.ErrNotExist) {
-		if parent := filepath.Dir(newLog); !isDir(parent) {
+		parent := filepath.Dir(newLog)
+		if !isDir(parent) {
 			return fmt.Errorf("--log %s: folder %s does not exist; create it or give another path", newLog, parent)
+		}
+		if unix.Access(parent, unix.W_OK) != nil {
+			return fmt.Errorf("--log %s: folder %s is not writable; give another path", newLog, parent)
 		}
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("--log %s: %w", newLog, err)
 	}
+	if st.IsDir() {
+		return fmt.Errorf("--log %s is a folder; give a file, such as %s", newLog, filepath.Join(newLog, logFile))
+	}
 	if !st.Mode().IsRegular() || st.Size() == 0 { // a device such as /dev/null, or an empty file
+		if unix.Access(newLog, unix.W_OK) != nil {
+			return fmt.Errorf("--log %s is not writable; give another path", newLog)
+		}
 		return nil
 	}
-	if old, err := os.Stat(recordedLog(dir)); force && hasRun && err == nil && os.SameFile(st, old) {
+	if old, err := os.Stat(recordedLog(dir)); force && hasRun && recordedLog(dir) != "" && err == nil && os.SameFile(st, old) {
 		return nil // the old run's own log, which --force replaces
 	}
 	return fmt.Errorf("--log %s already holds %d bytes that are not the log of the run in %s; a new run's log starts empty, so give a new file", newLog, st.Size(), dir)
@@ -336,12 +347,16 @@ func isDir(path string) bool {
 }
 
 // recordedLog returns the log file of the run in dir: its --log (from its run.json), or
-// RUNDIR/log.jsonl.
+// RUNDIR/log.jsonl; "" for a relative --log, which runs from before the path was made absolute
+// recorded as given, relative to a working directory that is not known.
 func recordedLog(dir string) string {
 	var saved struct {
 		LogFile string `json:"log_file"`
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, runFile)); err == nil && json.Unmarshal(b, &saved) == nil && saved.LogFile != "" {
+		if !filepath.IsAbs(saved.LogFile) {
+			return ""
+		}
 		return saved.LogFile
 	}
 	return filepath.Join(dir, logFile)
@@ -350,8 +365,10 @@ func recordedLog(dir string) string {
 // clearOldRun deletes the run in dir that --force replaces: its config, logs (a --log file
 // elsewhere too), samples, profile, report, TensorBoard events and checkpoints.
 func clearOldRun(dir string) error {
-	if st, err := os.Stat(recordedLog(dir)); err == nil && st.Mode().IsRegular() {
-		os.Remove(recordedLog(dir)) // --log: the run's log, elsewhere (a device such as /dev/null stays)
+	if log := recordedLog(dir); log != "" {
+		if st, err := os.Stat(log); err == nil && st.Mode().IsRegular() {
+			os.Remove(log) // --log: the run's log, elsewhere (a device such as /dev/null stays)
+		}
 	}
 	for _, name := range []string{runFile, logFile, samplesFile, ProfileFile, "report.html"} {
 		os.Remove(filepath.Join(dir, name))

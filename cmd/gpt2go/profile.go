@@ -55,7 +55,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	set := setFlags(fs)
 	if runDir == "" { // the schedule train would give these steps (--run takes the run's)
-		if err := scheduleDefaults(&cfg, set); err != nil {
+		if err := scheduleDefaults(&cfg, set, false); err != nil {
 			return err
 		}
 	}

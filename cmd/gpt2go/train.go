@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -263,14 +264,19 @@ const defaultWarmup = 50
 
 // scheduleDefaults fills in the schedule flags whose defaults follow others: --min-lr is a tenth
 // of --lr (nanoGPT's rule), and the warmup is shortened for runs shorter than it, so that the
-// learning rate reaches --lr. An explicit --warmup longer than --steps is an error.
-func scheduleDefaults(c *train.Config, set map[string]bool) error {
+// learning rate reaches --lr. With strict (train), an explicit --warmup longer than --steps is an
+// error; profile's --steps counts profiled steps, not a schedule's. A run of --steps 0 (its
+// initial weights only) keeps the default warmup for the steps a resume gives it.
+func scheduleDefaults(c *train.Config, set map[string]bool, strict bool) error {
 	if !set["min-lr"] {
-		c.MinLR = c.LR / 10
+		c.MinLR, _ = strconv.ParseFloat(strconv.FormatFloat(c.LR/10, 'g', 12, 64), 64) // 3e-4, not 3.0000000000000003e-4
 	}
-	if c.Warmup > c.Steps {
+	if c.Warmup > c.Steps && c.Steps > 0 {
 		if set["warmup"] {
-			return fmt.Errorf("--warmup %d is longer than --steps %d: the learning rate would never reach --lr; use --warmup <= %d", c.Warmup, c.Steps, c.Steps)
+			if strict {
+				return fmt.Errorf("--warmup %d is longer than --steps %d: the learning rate would never reach --lr; use --warmup <= %d", c.Warmup, c.Steps, c.Steps)
+			}
+			return nil
 		}
 		c.Warmup = c.Steps / 10
 	}
@@ -316,7 +322,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}
 	}
 	if resume == "" {
-		if err := scheduleDefaults(&cfg, set); err != nil {
+		if err := scheduleDefaults(&cfg, set, true); err != nil {
 			return err
 		}
 	}

@@ -27,7 +27,7 @@ func TestTrainFlagDefaultsAndRefusals(t *testing.T) {
 	if err := json.Unmarshal(b, &saved); err != nil {
 		t.Fatal(err)
 	}
-	if saved.MinLR != saved.LR/10 || saved.Warmup != 0 || saved.LogFile != filepath.Join(tmp, "mylog.jsonl") {
+	if saved.MinLR != 1e-5 || saved.Warmup != 0 || saved.LogFile != filepath.Join(tmp, "mylog.jsonl") {
 		t.Errorf("run.json: lr %g, min_lr %g, warmup %d, log_file %q; want min_lr lr/10, warmup 0 (5 steps), log_file absolute",
 			saved.LR, saved.MinLR, saved.Warmup, saved.LogFile)
 	}
@@ -49,6 +49,14 @@ func TestTrainFlagDefaultsAndRefusals(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(tmp, "w", "run.json")); err == nil || strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("a refused run wrote run.json")
 	}
+	// --steps 0 saves the initial weights and keeps the default warmup for the steps a resume
+	// gives it; profile's --steps are not a schedule's, so its --warmup may be longer.
+	zero := filepath.Join(tmp, "zero")
+	mustRun(t, trainArgs(dataDir, zero, "--steps", "0")...)
+	if b, _ := os.ReadFile(filepath.Join(zero, "run.json")); !strings.Contains(string(b), `"warmup": 50,`) {
+		t.Errorf("--steps 0 run.json: %s, want the default warmup 50", b)
+	}
+	mustRun(t, append([]string{"profile", "--steps", "1", "--warmup", "10"}, tiny[:10]...)...)
 	// A folder that holds no run is not resumed, and gets no lock file.
 	plain := filepath.Join(tmp, "notes")
 	os.MkdirAll(plain, 0o755)
