@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -49,6 +50,9 @@ func (d *deviceFlags) registerGraphs(fs *flag.FlagSet) {
 func (d *deviceFlags) open(stderr io.Writer) (backend.Backend, error) {
 	if d.threads < 0 {
 		return nil, fmt.Errorf("--threads must be >= 0, got %d", d.threads)
+	}
+	if n := runtime.NumCPU(); d.threads > n { // each thread spins for work: more than cores only waits
+		fmt.Fprintf(stderr, "warning: --threads %d is more than the %d CPUs this process may use; steps will be slower than with --threads %d (or 0, all of them)\n", d.threads, n, n)
 	}
 	d.stderr = stderr
 	dt, err := train.ParsePrecision(d.precision)

@@ -65,3 +65,12 @@ func TestTrainFlagDefaultsAndRefusals(t *testing.T) {
 		t.Errorf("--resume of a plain folder left %d files in it", len(entries))
 	}
 }
+
+// More threads than CPUs are allowed but warned about: every worker spins for work, so the
+// steps only get slower.
+func TestThreadsBeyondCPUsWarn(t *testing.T) {
+	code, _, errOut := gpt2go(t, "bench", "--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--batch-size", "1", "--seq-len", "8", "--steps", "1", "--threads", "4096")
+	if code != 0 || !strings.Contains(errOut, "warning: --threads 4096 is more than the") {
+		t.Errorf("bench --threads 4096: exit %d, stderr %q; want a warning", code, errOut)
+	}
+}
