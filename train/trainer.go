@@ -86,7 +86,8 @@ type State struct {
 
 // Summary is what a finished run reports.
 type Summary struct {
-	Steps       int
+	Steps       int // the run's step at the end
+	Planned     int // its --steps: more than Steps after --stop-at
 	LastLoss    float32
 	LastValLoss float32 // NaN when never evaluated
 	LastValAcc  float64 // BERT's masked-token accuracy; NaN when never evaluated or GPT-2
@@ -642,7 +643,7 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 	if t.tb != nil {
 		fmt.Fprintf(t.out, "tensorboard: %s (view with: tensorboard --logdir %s)\n", t.tb.Path(), t.opts.RunDir)
 	}
-	sum := &Summary{LastValLoss: float32(math.NaN()), LastValAcc: math.NaN(), Arch: cfg.Arch}
+	sum := &Summary{LastValLoss: float32(math.NaN()), LastValAcc: math.NaN(), Arch: cfg.Arch, Planned: cfg.Steps}
 	t.bar = progress.NewQuiet(t.out, int64(cfg.Steps), "train", "steps")
 	t.bar.StartAt(int64(t.state.Step))
 	defer t.bar.Finish()

@@ -462,7 +462,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if sum.Arch == "bert" {
 		use = fmt.Sprintf("fill --ckpt %s --text \"...[MASK]...\"", run)
 	}
-	fmt.Fprintf(stdout, "next: gpt2go %s   |   gpt2go train --resume %s --steps N\n", use, run)
+	next := "gpt2go train --resume " + run
+	if sum.Steps >= sum.Planned { // done; stopped early (--stop-at), it continues to its --steps
+		next += " --steps N"
+	}
+	fmt.Fprintf(stdout, "next: gpt2go %s   |   %s\n", use, next)
 	return nil
 }
 

@@ -57,6 +57,14 @@ func TestTrainFlagDefaultsAndRefusals(t *testing.T) {
 		t.Errorf("--steps 0 run.json: %s, want the default warmup 50", b)
 	}
 	mustRun(t, append([]string{"profile", "--steps", "1", "--warmup", "10"}, tiny[:10]...)...)
+	// After --stop-at the run continues to its own --steps: the hint says just --resume.
+	stopped := filepath.Join(tmp, "stopped")
+	if out := mustRun(t, trainArgs(dataDir, stopped, "--steps", "4", "--stop-at", "2")...); !strings.HasSuffix(strings.TrimSpace(out), "gpt2go train --resume "+stopped) {
+		t.Errorf("after --stop-at, the last line is not the plain resume hint:\n%s", out)
+	}
+	if out := mustRun(t, "train", "--resume", stopped); !strings.HasSuffix(strings.TrimSpace(out), "--resume "+stopped+" --steps N") {
+		t.Errorf("a finished run's hint lacks --steps N:\n%s", out)
+	}
 	// A folder that holds no run is not resumed, and gets no lock file.
 	plain := filepath.Join(tmp, "notes")
 	os.MkdirAll(plain, 0o755)
