@@ -21,13 +21,22 @@ const lockFile = ".lock"
 // stays, holding the last holder's pid and host for the message a second writer gets.
 type RunLock struct{ f *os.File }
 
+// NotDataset refuses dir as a run directory when it is a prepared dataset (train --out or
+// --resume DATASET, which took it for a run).
+func NotDataset(dir string) error {
+	if data.IsPrepared(dir) {
+		return fmt.Errorf("%s is a prepared dataset (meta.json and shards), not a run directory; pass it as --data, and a run's folder as --out or --resume", dir)
+	}
+	return nil
+}
+
 // LockRunDir takes the writer lock of runDir, creating the directory if needed. When another
 // process holds it, the error names that process (pid and host) and says what to do. A prepared
 // dataset is refused before anything is written into it: a run would mix its files with the
 // shards, and the .lock left behind made prepare refuse to replace the dataset.
 func LockRunDir(runDir string) (*RunLock, error) {
-	if data.IsPrepared(runDir) {
-		return nil, fmt.Errorf("%s is a prepared dataset (meta.json and shards), not a run directory; pass it as --data and write the run to another --out", runDir)
+	if err := NotDataset(runDir); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create run directory: %w", err)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/gpt2go/gpt2go/bert"
 	"github.com/gpt2go/gpt2go/checkpoint"
-	"github.com/gpt2go/gpt2go/data"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/hf"
 	"github.com/gpt2go/gpt2go/prepare"
@@ -305,10 +304,10 @@ func ResumeDir(path string) (string, error) {
 	if run, ok := runOfCheckpointsFolder(path); ok {
 		return run, nil
 	}
-	switch {
-	case data.IsPrepared(path):
-		return "", fmt.Errorf("resume: %s is a prepared dataset (meta.json and shards), not a run directory; pass it as --data, and a run's --out folder to --resume", path)
-	case !isRunDir(path):
+	if err := checkpoint.NotDataset(path); err != nil {
+		return "", fmt.Errorf("resume: %w", err)
+	}
+	if !isRunDir(path) {
 		return "", fmt.Errorf("resume %s: not a run directory (it has no run.json or checkpoints folder); pass the --out folder of a train run, or start one with train --out %s", path, path)
 	}
 	return path, nil

@@ -336,8 +336,10 @@ func checkNewRun(dir string, force bool, newLog string) error {
 		}
 		return nil
 	}
-	if old, err := os.Stat(recordedLog(dir)); force && hasRun && recordedLog(dir) != "" && err == nil && os.SameFile(st, old) {
-		return nil // the old run's own log, which --force replaces
+	if log := recordedLog(dir); force && hasRun && log != "" {
+		if old, err := os.Stat(log); err == nil && os.SameFile(st, old) {
+			return nil // the old run's own log, which --force replaces
+		}
 	}
 	return fmt.Errorf("--log %s already holds %d bytes that are not the log of the run in %s; a new run's log starts empty, so give a new file", newLog, st.Size(), dir)
 }
