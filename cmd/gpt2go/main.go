@@ -109,6 +109,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 			code = 2
 		}
 	}()
+	warnings, err := checkEnv(os.Environ())
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "gpt2go: warning: %s\n", w)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "gpt2go: %v\n", err)
+		return 1
+	}
 	switch {
 	case len(args) == 2 && args[0] == "help": // gpt2go help COMMAND: the command's -h
 		args = []string{args[1], "-h"}
