@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -189,4 +190,21 @@ func SetAside(runDir string, step int) ([]string, error) {
 func present(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
+}
+
+// RunLog is the training log of the run in dir: the --log file its run.json records (log_file),
+// else RUNDIR/log.jsonl. A run from before gpt2go recorded --log as an absolute path may hold a
+// relative one, relative to a working directory no longer known: that is an error saying so.
+func RunLog(dir string) (string, error) {
+	var run struct {
+		LogFile string `json:"log_file"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if err != nil || json.Unmarshal(b, &run) != nil || run.LogFile == "" {
+		return filepath.Join(dir, "log.jsonl"), nil
+	}
+	if !filepath.IsAbs(run.LogFile) {
+		return "", fmt.Errorf("the run in %s logged to --log %s, a path relative to where it was started; pass that log file itself", dir, run.LogFile)
+	}
+	return run.LogFile, nil
 }

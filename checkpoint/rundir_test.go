@@ -226,3 +226,24 @@ func TestPruneKeepsSaved(t *testing.T) {
 		t.Fatalf("SetAside again: %v, %v", moved, err)
 	}
 }
+
+func TestRunLog(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ runJSON, want, err string }{
+		{"", filepath.Join(dir, "log.jsonl"), ""},                           // no run.json
+		{`{"steps": 10}`, filepath.Join(dir, "log.jsonl"), ""},              // no --log
+		{`{"log_file": "/var/log/a.jsonl"}`, "/var/log/a.jsonl", ""},        // --log, absolute
+		{`{"log_file": "a.jsonl"}`, "", "relative to where it was started"}, // an older run's relative --log
+	} {
+		os.Remove(filepath.Join(dir, "run.json"))
+		if tc.runJSON != "" {
+			if err := os.WriteFile(filepath.Join(dir, "run.json"), []byte(tc.runJSON), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := RunLog(dir)
+		if got != tc.want || (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("run.json %q: RunLog = %q, %v; want %q, error with %q", tc.runJSON, got, err, tc.want, tc.err)
+		}
+	}
+}

@@ -349,20 +349,14 @@ func isDir(path string) bool {
 	return err == nil && st.IsDir()
 }
 
-// recordedLog returns the log file of the run in dir: its --log (from its run.json), or
-// RUNDIR/log.jsonl; "" for a relative --log, which runs from before the path was made absolute
-// recorded as given, relative to a working directory that is not known.
+// recordedLog returns the log file of the run in dir (checkpoint.RunLog), or "" where that is
+// not known.
 func recordedLog(dir string) string {
-	var saved struct {
-		LogFile string `json:"log_file"`
+	log, err := checkpoint.RunLog(dir)
+	if err != nil {
+		return ""
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, runFile)); err == nil && json.Unmarshal(b, &saved) == nil && saved.LogFile != "" {
-		if !filepath.IsAbs(saved.LogFile) {
-			return ""
-		}
-		return saved.LogFile
-	}
-	return filepath.Join(dir, logFile)
+	return log
 }
 
 // clearOldRun deletes the run in dir that --force replaces: its config, logs (a --log file

@@ -8,10 +8,10 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/gpt2go/gpt2go/checkpoint"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -33,23 +33,13 @@ type Log struct {
 	Error string
 }
 
-// runLog is the log of the run in dir: the --log file its run.json records (log_file), else
-// dir/log.jsonl.
-func runLog(dir string) string {
-	var run struct {
-		LogFile string `json:"log_file"`
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "run.json")); err == nil && json.Unmarshal(b, &run) == nil && run.LogFile != "" {
-		return run.LogFile
-	}
-	return filepath.Join(dir, "log.jsonl")
-}
-
 // ReadLog reads path, a run directory (its log.jsonl, or the --log file its run.json names) or a
 // log.jsonl file, naming the run name.
 func ReadLog(path, name string) (*Log, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path = runLog(path)
+		if path, err = checkpoint.RunLog(path); err != nil {
+			return nil, err
+		}
 	}
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
