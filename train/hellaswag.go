@@ -39,9 +39,14 @@ func (t *Trainer) openHellaSwag() error {
 }
 
 // evalHellaSwag scores the items at step and logs hellaswag_acc and hellaswag_acc_norm.
-func (t *Trainer) evalHellaSwag(step int) error {
+// Cancelling ctx (Ctrl-C) cuts it short: nothing is logged, and the run stops at once.
+func (t *Trainer) evalHellaSwag(ctx context.Context, step int) error {
 	h := t.hellaswag
-	res, err := h.scorer.Run(context.Background(), h.items, nil)
+	res, err := h.scorer.Run(ctx, h.items, nil)
+	if err != nil && ctx.Err() != nil {
+		t.bar.Println("step %d: %v, not logged", step, err)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("step %d: %w", step, err)
 	}

@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend/cpu"
+	"github.com/gpt2go/gpt2go/checkpoint"
 	"github.com/gpt2go/gpt2go/eval"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/tokenizer"
@@ -130,5 +132,51 @@ func TestHellaSwagConfig(t *testing.T) {
 	cfg.HellaSwag, cfg.HellaSwagEvery = hellaSwagItems, 2
 	if _, err := runTrain(t, Options{Config: cfg, RunDir: t.TempDir()}); err == nil {
 		t.Error("HellaSwag on a run without a tokenizer: no error")
+	}
+}
+
+// cancelAt is a run's output that cancels the run's context once a line holding at has been
+// written: Ctrl-C at a known point.
+type cancelAt struct {
+	at     string
+	cancel context.CancelFunc
+	out    strings.Builder
+}
+
+func (w *cancelAt) Write(p []byte) (int, error) {
+	w.out.Write(p)
+	if strings.Contains(w.out.String(), w.at) {
+		w.cancel()
+	}
+	return len(p), nil
+}
+
+// Ctrl-C while HellaSwag or a sample is due does not wait for them: both are cut short and
+// dropped, and the run saves its checkpoint and stops.
+func TestInterruptCutsHellaSwagAndSample(t *testing.T) {
+	cfg := byteConfig(t)
+	cfg.HellaSwag, cfg.HellaSwagEvery, cfg.HellaSwagLimit = hellaSwagItems, 3, 0
+	cfg.SampleEvery, cfg.SampleTokens, cfg.LogEvery, cfg.CkptEvery = 3, 40, 1, 0
+	dir := filepath.Join(t.TempDir(), "run")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &cancelAt{at: "step 3/8 | loss", cancel: cancel}
+	_, err := Run(ctx, Options{Config: cfg, RunDir: dir, Backend: cpu.New(2), Out: out})
+	if err == nil || !strings.Contains(err.Error(), "interrupted at step 3") {
+		t.Fatalf("Run: %v; want interrupted at step 3", err)
+	}
+	if _, statErr := os.Stat(checkpoint.Path(dir, 3)); statErr != nil {
+		t.Errorf("no checkpoint of step 3: %v", statErr)
+	}
+	if hs := hellaSwagLog(t, filepath.Join(dir, logFile)); len(hs) != 0 {
+		t.Errorf("an interrupted HellaSwag evaluation was logged: %v", hs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, samplesFile)); len(b) != 0 {
+		t.Errorf("an interrupted sample was saved: %q", b)
+	}
+	for _, want := range []string{"hellaswag: interrupted after 0 of", "sample interrupted"} {
+		if !strings.Contains(out.out.String(), want) {
+			t.Errorf("output has no %q:\n%s", want, out.out.String())
+		}
 	}
 }

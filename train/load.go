@@ -368,7 +368,7 @@ const InitHelp = "an llm.c model file, a Hugging Face GPT-2 folder (config.json 
 // ResolveInit returns the local file or folder that --init names: hf:OWNER/NAME[@REVISION] is
 // downloaded into cacheDir ("" means prepare.DefaultCacheDir()) the first time, with progress
 // bars on progress (may be nil); anything else is returned as it is.
-func ResolveInit(spec, cacheDir string, progress io.Writer) (string, error) {
+func ResolveInit(ctx context.Context, spec, cacheDir string, progress io.Writer) (string, error) {
 	if !strings.HasPrefix(spec, hf.SpecPrefix) {
 		return spec, nil
 	}
@@ -378,15 +378,15 @@ func ResolveInit(spec, cacheDir string, progress io.Writer) (string, error) {
 			return "", err
 		}
 	}
-	return hf.Download(context.Background(), spec, cacheDir, progress)
+	return hf.Download(ctx, spec, cacheDir, progress)
 }
 
 // LoadInit reads the pretrained weights --init names (see InitHelp), telling them apart by
 // content: llm.c's magic number, a safetensors file with GPT-2's Hugging Face names, a folder
 // with model.safetensors. hf:OWNER/NAME is resolved as ResolveInit does, in the default cache.
 // progress (may be nil) gets download bars and notes about skipped tensors.
-func LoadInit(spec string, progress io.Writer) (*Loaded, error) {
-	l, err := OpenInit(spec, progress)
+func LoadInit(ctx context.Context, spec string, progress io.Writer) (*Loaded, error) {
+	l, err := OpenInit(ctx, spec, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -401,8 +401,8 @@ func LoadInit(spec string, progress io.Writer) (*Loaded, error) {
 // OpenInit is LoadInit for a reader that puts the weights straight into a model: it checks the
 // file's header (and for Hugging Face, config.json and every tensor's dtype and shape), and
 // ReadParams reads the weights from the file when the model is there to take them.
-func OpenInit(spec string, progress io.Writer) (*Loaded, error) {
-	kind, path, err := resolveInit(spec, progress)
+func OpenInit(ctx context.Context, spec string, progress io.Writer) (*Loaded, error) {
+	kind, path, err := resolveInit(ctx, spec, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -421,8 +421,8 @@ func OpenInit(spec string, progress io.Writer) (*Loaded, error) {
 
 // InitConfig returns the config of the model --init names, reading only headers (for a Hugging
 // Face model, config.json checked against the safetensors header).
-func InitConfig(spec string, progress io.Writer) (gpt.Config, error) {
-	kind, path, err := resolveInit(spec, progress)
+func InitConfig(ctx context.Context, spec string, progress io.Writer) (gpt.Config, error) {
+	kind, path, err := resolveInit(ctx, spec, progress)
 	if err != nil {
 		return gpt.Config{}, err
 	}
@@ -434,9 +434,9 @@ func InitConfig(spec string, progress io.Writer) (gpt.Config, error) {
 }
 
 // resolveInit says what spec is ("llmc" or "hf") and where it is, downloading hf:OWNER/NAME.
-func resolveInit(spec string, progress io.Writer) (kind, path string, err error) {
+func resolveInit(ctx context.Context, spec string, progress io.Writer) (kind, path string, err error) {
 	if strings.HasPrefix(spec, hf.SpecPrefix) {
-		dir, err := ResolveInit(spec, "", progress)
+		dir, err := ResolveInit(ctx, spec, "", progress)
 		return "hf", dir, err
 	}
 	st, err := os.Stat(spec)

@@ -2,6 +2,7 @@ package train
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -373,7 +374,7 @@ func TestInitTruncatedSafetensors(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, spec := range []string{path, dir} {
-			_, err := InitConfig(spec, nil)
+			_, err := InitConfig(context.Background(), spec, nil)
 			if err == nil || !strings.Contains(err.Error(), "not a valid safetensors file") || !strings.Contains(err.Error(), "truncated") {
 				t.Errorf("--init %s cut to %d bytes: %v; want it called a truncated safetensors file", spec, size, err)
 			}

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -189,7 +190,7 @@ func (t *Trainer) adamW() gpt.AdamWConfig {
 }
 
 // finishStep waits for step r, checks it, records it and does the host's work after it.
-func (t *Trainer) finishStep(r *stepRun, sum *Summary) error {
+func (t *Trainer) finishStep(ctx context.Context, r *stepRun, sum *Summary) error {
 	cfg, step := t.cfg, r.step
 	A, W, k := cfg.GradAccum, t.comm.Size(), t.task.figures()
 	var st backend.StepStats
@@ -291,11 +292,11 @@ func (t *Trainer) finishStep(r *stepRun, sum *Summary) error {
 		t.bar.Println("step %*d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s",
 			len(fmt.Sprint(cfg.Steps)), step, cfg.Steps, loss, r.lr, st.Norm, ms, tokPerSec, extra)
 	}
-	return t.afterStep(step, sum)
+	return t.afterStep(ctx, step, sum)
 }
 
 // afterStep does the host's work after step (hostWork).
-func (t *Trainer) afterStep(step int, sum *Summary) error {
+func (t *Trainer) afterStep(ctx context.Context, step int, sum *Summary) error {
 	cfg := t.cfg
 	eval, hellaswag, sample, ckpt := t.hostWork(step)
 	if eval {
@@ -312,7 +313,7 @@ func (t *Trainer) afterStep(step int, sum *Summary) error {
 		t.bar.Println("step %*d/%d | val loss %.4f%s", len(fmt.Sprint(cfg.Steps)), step, cfg.Steps, vl, line)
 	}
 	if hellaswag {
-		if err := t.solo(func() error { return t.evalHellaSwag(step) }); err != nil {
+		if err := t.solo(func() error { return t.evalHellaSwag(ctx, step) }); err != nil {
 			return err
 		}
 	}
@@ -323,7 +324,7 @@ func (t *Trainer) afterStep(step int, sum *Summary) error {
 	}
 	if sample {
 		return t.solo(func() error {
-			err := t.sample(step)
+			err := t.sample(ctx, step)
 			if pe := (*backend.PlanError)(nil); errors.As(err, &pe) {
 				// Its KV cache does not fit beside the training model: the run goes on without.
 				if !t.sampleWarned {

@@ -473,9 +473,9 @@ func TestLoadedClose(t *testing.T) {
 	}
 	opens := map[string]func() (*Loaded, error){
 		"checkpoint": func() (*Loaded, error) { return OpenWeights(run) },
-		"llm.c":      func() (*Loaded, error) { return OpenInit(llmc, nil) },
-		"hf":         func() (*Loaded, error) { return OpenInit(hfDir, nil) },
-		"load llm.c": func() (*Loaded, error) { return LoadInit(llmc, nil) },
+		"llm.c":      func() (*Loaded, error) { return OpenInit(context.Background(), llmc, nil) },
+		"hf":         func() (*Loaded, error) { return OpenInit(context.Background(), hfDir, nil) },
+		"load llm.c": func() (*Loaded, error) { return LoadInit(context.Background(), llmc, nil) },
 	}
 	for name, open := range opens {
 		before := fds()

@@ -472,7 +472,7 @@ func (t *Trainer) initWeights() error {
 	if cfg.Init == "" {
 		t.task.init(cfg.Seed)
 	} else {
-		loaded, err := OpenInit(cfg.Init, nil) // a download happened when the config was read
+		loaded, err := OpenInit(context.Background(), cfg.Init, nil) // a download happened when the config was read
 		if err != nil {
 			return err
 		}
@@ -665,7 +665,7 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 		}
 		if !more || stop {
 			if pending != nil {
-				if err := t.finishStep(pending, sum); err != nil {
+				if err := t.finishStep(ctx, pending, sum); err != nil {
 					return sum, err
 				}
 			}
@@ -680,14 +680,14 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 		r, err := t.queueStep(next)
 		if err != nil {
 			if pending != nil { // the step before is whole: log it (or its own failure) first
-				if ferr := t.finishStep(pending, sum); ferr != nil {
+				if ferr := t.finishStep(ctx, pending, sum); ferr != nil {
 					return sum, ferr
 				}
 			}
 			return sum, err
 		}
 		if pending != nil {
-			if err := t.finishStep(pending, sum); err != nil {
+			if err := t.finishStep(ctx, pending, sum); err != nil {
 				return sum, err
 			}
 			pending = nil
@@ -697,7 +697,7 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 			pending = r
 			continue
 		}
-		if err := t.finishStep(r, sum); err != nil {
+		if err := t.finishStep(ctx, r, sum); err != nil {
 			return sum, err
 		}
 	}
@@ -745,16 +745,23 @@ const (
 
 // sample writes a text sample to the log and RUNDIR/samples.txt. It uses its own RNG seeded by
 // the step, so sampling never changes the training trajectory.
-func (t *Trainer) sample(step int) error {
+//
+// Cancelling ctx (Ctrl-C) cuts the sample short: it is dropped, and the run stops at once.
+func (t *Trainer) sample(ctx context.Context, step int) error {
 	if t.text == nil || t.model == nil {
 		return nil
 	}
-	out, err := t.model.Generate(t.text.start(), gpt.SampleOptions{
+	seqs, _, err := t.model.GenerateBatch(ctx, t.text.start(), 1, gpt.SampleOptions{
 		Tokens: t.cfg.SampleTokens, Temperature: SampleTemperature, TopK: SampleTopK, Seed: t.cfg.Seed + uint64(step),
 	}, nil)
+	if err != nil && ctx.Err() != nil {
+		t.bar.Println("step %d: sample interrupted, not saved", step)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
+	out := seqs[0]
 	// Valid UTF-8 for the log, TensorBoard (whose text plugin fails on a whole run's samples for
 	// one bad byte) and the report: an early byte-level model emits lone bytes >= 0x80.
 	text := strings.ToValidUTF8(t.text.decode(out[len(t.text.start()):]), "\uFFFD")

@@ -23,7 +23,7 @@ type attnMap struct {
 	m     *gpt.AttentionMap
 }
 
-func runAttn(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runAttn(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("attn")
 	var lf loadFlags
 	var dev deviceFlags
@@ -31,7 +31,7 @@ func runAttn(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	var layer, head, maxTokens int
 	fs.StringVar(&lf.ckpt, "ckpt", "", "run directory (newest checkpoint) or checkpoint file, e.g. RUNDIR/checkpoints/step_00000000.safetensors for the initial weights")
 	fs.StringVar(&lf.init, "init", "", "pretrained weights instead of --ckpt: "+train.InitHelp)
-	lf.progress = stderr
+	lf.ctx, lf.progress = ctx, stderr
 	fs.StringVar(&compare, "compare", "", "a second checkpoint (same tokenizer) drawn beside the first, e.g. initial vs trained")
 	fs.StringVar(&lf.tokenizer, "tokenizer", "", "override the tokenizer: gpt2 or byte")
 	fs.StringVar(&text, "text", "", "the text whose attention to draw")

@@ -23,6 +23,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var cpuProfile, python, torchScript string
 	mf.register(fs)
 	mf.registerArch(fs)
+	mf.ctx, mf.progress = ctx, stderr
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the timed steps to this file (go tool pprof)")
 	fs.IntVar(&B, "batch-size", 4, "sequences per step")
 	fs.IntVar(&T, "seq-len", 64, "tokens per sequence")

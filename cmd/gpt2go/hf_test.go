@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpt2go/gpt2go/checkpoint"
 	"github.com/gpt2go/gpt2go/data"
@@ -262,5 +264,53 @@ func TestExportRefusals(t *testing.T) {
 	conf, _ := os.ReadFile(filepath.Join(dir, "config.json"))
 	if strings.Contains(string(conf), "eos_token_id") {
 		t.Errorf("config.json names an EOS id for a tokenizer it has not: %s", conf)
+	}
+}
+
+// Ctrl-C during an --init hf: download stops it at once, on a command reading weights (loadFlags:
+// sample, eval, attn, export) and on one building a model (modelFlags: train, profile, bench).
+func TestInitDownloadStopsOnSignal(t *testing.T) {
+	config, _ := os.ReadFile(filepath.Join(hfFixture, "config.json"))
+	midway := make(chan struct{}, 1)
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/someone/slow/resolve/main/config.json":
+			w.Write(config)
+		case "/someone/slow/resolve/main/model.safetensors":
+			w.Header().Set("Content-Length", "1000000")
+			w.Write(make([]byte, 1000))
+			w.(http.Flusher).Flush()
+			midway <- struct{}{}
+			<-r.Context().Done() // the rest never comes
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer hub.Close()
+	t.Setenv("HF_ENDPOINT", hub.URL)
+	t.Setenv("HF_HUB_OFFLINE", "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, args := range [][]string{
+		{"export", "--init", "hf:someone/slow", "--out", filepath.Join(t.TempDir(), "m.bin")},
+		{"train", "--data", prepared(t), "--out", filepath.Join(t.TempDir(), "run"), "--init", "hf:someone/slow", "--cache-dir", t.TempDir()},
+	} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		var stdout, stderr bytes.Buffer
+		done := make(chan int)
+		go func() { done <- run(ctx, args, &stdout, &stderr) }()
+		select {
+		case <-midway:
+			cancel(stopSignal{os.Interrupt}) // Ctrl-C, in the middle of the file
+		case code := <-done:
+			t.Fatalf("%s: exit %d before the download, stderr %q", args[0], code, stderr.String())
+		}
+		select {
+		case code := <-done:
+			if code != 130 {
+				t.Errorf("%s: exit %d, stderr %q; want 130", args[0], code, stderr.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: still downloading 20 s after Ctrl-C", args[0])
+		}
 	}
 }

@@ -23,7 +23,8 @@ import (
 // loadFlags pick the weights: --ckpt RUNDIR|FILE or --init (train.InitHelp).
 type loadFlags struct {
 	ckpt, init, tokenizer string
-	progress              io.Writer // download bars for --init hf:OWNER/NAME
+	progress              io.Writer       // download bars for --init hf:OWNER/NAME
+	ctx                   context.Context // cancels that download
 }
 
 // open checks the weights the flags name and leaves them in their file until the command reads
@@ -35,7 +36,7 @@ func (l *loadFlags) open() (*train.Loaded, error) {
 	case l.ckpt != "":
 		return train.OpenWeights(l.ckpt)
 	case l.init != "":
-		return train.OpenInit(l.init, l.progress)
+		return train.OpenInit(l.ctx, l.init, l.progress)
 	default:
 		return nil, fmt.Errorf("no model: pass --ckpt RUNDIR|FILE or --init MODEL (%s)", train.InitHelp)
 	}
@@ -82,7 +83,7 @@ func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var opts gpt.SampleOptions
 	fs.StringVar(&lf.ckpt, "ckpt", "", "run directory (newest checkpoint) or checkpoint file; llm.c model files work too")
 	fs.StringVar(&lf.init, "init", "", "pretrained weights: "+train.InitHelp)
-	lf.progress = stderr
+	lf.ctx, lf.progress = ctx, stderr
 	fs.StringVar(&lf.tokenizer, "tokenizer", "", "override the tokenizer: gpt2 or byte")
 	fs.StringVar(&prompt, "prompt", "", "text to continue (default: start of a new document)")
 	fs.IntVar(&opts.Tokens, "tokens", 256, "tokens to generate")
@@ -163,7 +164,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var tasks evalTaskFlags
 	fs.StringVar(&lf.ckpt, "ckpt", "", "run directory (newest checkpoint) or checkpoint file")
 	fs.StringVar(&lf.init, "init", "", "pretrained weights: "+train.InitHelp)
-	lf.progress = stderr
+	lf.ctx, lf.progress = ctx, stderr
 	fs.StringVar(&dataPath, "data", "", "prepared dataset DIR or SHARD.bin")
 	tasks.register(fs, &lf)
 	fs.StringVar(&split, "split", "val", "with a dataset DIR: val or train (val falls back to train when the data has no val shards); a SHARD.bin is evaluated as it is")
@@ -340,7 +341,7 @@ func evalShards(path, split string, splitSet bool) ([]string, string, error) {
 	return ds.ValShards, "val", nil
 }
 
-func runExport(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("export")
 	var lf loadFlags
 	var format, out string
@@ -349,7 +350,7 @@ func runExport(_ context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&lf.tokenizer, "tokenizer", "", "hf: the tokenizer whose files to write, gpt2 or byte (default: the run's; GPT-2's for a 50257-token vocabulary)")
 	fs.StringVar(&format, "format", "llmc", "output format: llmc (llm.c fp32 model file, version 3) or hf (a Hugging Face GPT-2 folder for GPT2LMHeadModel.from_pretrained)")
 	fs.StringVar(&out, "out", "", "output file (llmc) or folder (hf)")
-	lf.progress = stderr
+	lf.ctx, lf.progress = ctx, stderr
 	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}

@@ -139,7 +139,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			vocab = mf.vocabSize
 		}
 		var err error
-		mf.cacheDir, mf.progress = cacheDir, stderr
+		mf.ctx, mf.cacheDir, mf.progress = ctx, cacheDir, stderr
 		if cfg.Model, err = mf.build(set, vocab); err != nil {
 			return err
 		}
@@ -155,7 +155,7 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		cfg.Init = mf.init
 		if mf.init != "" {
-			loaded, err := train.OpenInit(mf.init, stderr)
+			loaded, err := train.OpenInit(ctx, mf.init, stderr)
 			if err != nil {
 				return err
 			}

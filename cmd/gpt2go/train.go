@@ -38,6 +38,7 @@ type modelFlags struct {
 	// For --init hf:OWNER/NAME: where the download is kept and where its progress is shown.
 	cacheDir string
 	progress io.Writer
+	ctx      context.Context // cancels the download
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
@@ -151,12 +152,12 @@ func (m *modelFlags) build(set map[string]bool, dataVocab int) (gpt.Config, erro
 	var cfg gpt.Config
 	switch {
 	case m.init != "":
-		path, err := train.ResolveInit(m.init, m.cacheDir, m.progress)
+		path, err := train.ResolveInit(m.ctx, m.init, m.cacheDir, m.progress)
 		if err != nil {
 			return cfg, err
 		}
 		m.init = path // a run records the local copy, as it records the prepared data
-		c, err := train.InitConfig(m.init, m.progress)
+		c, err := train.InitConfig(m.ctx, m.init, m.progress)
 		if err != nil {
 			return cfg, err
 		}
@@ -411,7 +412,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			dataVocab = ds.Meta.VocabSize
 			cfg.Tokenizer = train.TokenizerInfoFromMeta(ds.Meta)
 		}
-		mf.cacheDir, mf.progress = cacheDir, stderr
+		mf.ctx, mf.cacheDir, mf.progress = ctx, cacheDir, stderr
 		if cfg.Model, err = mf.build(set, dataVocab); err != nil {
 			return err
 		}
