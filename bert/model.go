@@ -637,8 +637,10 @@ func (m *Model) checkBatch(b Batch) error {
 }
 
 // Backward accumulates into Grads the gradient of lossScale * (mean MLM loss of the last
-// Forward), which must have had targets. Use lossScale = 1/gradAccum for gradient accumulation.
-// A batch without masked positions has zero loss and adds nothing.
+// Forward), which must have had targets. Use lossScale = 1/gradAccum for gradient accumulation:
+// that is the mean of the micro-batches' means, which is the mean over all their masked positions
+// only when each masks as many (else weigh micro-batch i by M_i/sum M instead). A batch without
+// masked positions has zero loss and adds nothing.
 func (m *Model) Backward(lossScale float32) error {
 	return m.RunBackward(false, func() error { return m.backward(lossScale, &m.grads) })
 }
