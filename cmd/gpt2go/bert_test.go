@@ -7,10 +7,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpt2go/gpt2go/tokenizer"
 	"github.com/gpt2go/gpt2go/train"
 )
 
@@ -256,4 +258,65 @@ func TestBERTProfileAndBench(t *testing.T) {
 		t.Errorf("bench --arch bert --json: %v, %+v", err, bench)
 	}
 	mustFail(t, "bench --ladder times GPT-2", "bench", "--arch", "bert", "--ladder")
+}
+
+// fill reads a gpt2-tokenized text as training encodes it: the space before a [MASK] belongs to
+// the masked word's token (" capital"), so no lone " " (id 220) precedes the mask, and the
+// filled text has one space where the word goes. A second space stays a token of its own, as
+// in training; byte-level text keeps its space byte.
+func TestEncodeMaskedSpaceBeforeMask(t *testing.T) {
+	g, err := tokenizer.GPT2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.WithBERTSpecials(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := tokenizer.SpecialsOf(tok)
+	enc := func(s string) []int32 {
+		var ids []int32
+		for _, id := range tok.Encode([]byte(s)) {
+			ids = append(ids, int32(id))
+		}
+		return ids
+	}
+	for _, tc := range []struct {
+		masked  string
+		words   []string // the token each [MASK] stands for
+		trained string
+	}{
+		{"Paris is the [MASK] of France.", []string{" capital"}, "Paris is the capital of France."},
+		{"[MASK] is the [MASK] of France.", []string{"Paris", " capital"}, "Paris is the capital of France."},
+		{"Paris is the  [MASK].", []string{" capital"}, "Paris is the  capital."}, // two spaces: " " " capital"
+		{"Paris is the\n[MASK].", []string{"capital"}, "Paris is the\ncapital."},
+	} {
+		ids, masks, err := encodeMasked(tok, sp, tc.masked, "--text")
+		if err != nil || len(masks) != len(tc.words) {
+			t.Fatalf("%q: masks %v, %v", tc.masked, masks, err)
+		}
+		filled := slices.Clone(ids)
+		for i, pos := range masks {
+			word := enc(tc.words[i])
+			if filled[pos] != int32(sp.MASK) || len(word) != 1 {
+				t.Fatalf("%q: position %d is %d, not [MASK]; %q is %v, not one token", tc.masked, pos, filled[pos], tc.words[i], word)
+			}
+			filled[pos] = word[0]
+		}
+		want := append(append([]int32{int32(sp.CLS)}, enc(tc.trained)...), int32(sp.SEP))
+		if !slices.Equal(filled, want) {
+			t.Errorf("%q encodes to %v with capital in place; training encodes %q as %v", tc.masked, filled, tc.trained, want)
+		}
+		if got := decodeText(tok, filled[1:len(filled)-1]); got != tc.trained {
+			t.Errorf("%q filled reads %q, want %q", tc.masked, got, tc.trained)
+		}
+	}
+	b, err := tokenizer.WithBERTSpecials(tokenizer.Byte())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, _, err := encodeMasked(b, tokenizer.SpecialsOf(b), "a [MASK]", "--text")
+	if bs := tokenizer.SpecialsOf(b); err != nil || !slices.Equal(ids, []int32{int32(bs.CLS), 'a', ' ', int32(bs.MASK), int32(bs.SEP)}) {
+		t.Errorf("byte: \"a [MASK]\" encodes to %v, %v; want its space byte kept", ids, err)
+	}
 }

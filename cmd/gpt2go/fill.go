@@ -92,16 +92,23 @@ func runFill(_ context.Context, args []string, stdout, stderr io.Writer) error {
 
 // encodeMasked encodes [CLS] text [SEP] with every [MASK] of text as the [MASK] id, and returns
 // the ids and the masked positions. The pieces between the masks are encoded one by one; errors
-// name the text textFlag.
+// name the text textFlag. With the gpt2 tokenizer, one space right before a [MASK] is dropped:
+// GPT-2's byte-level BPE puts a word's leading space in the word's token (" capital"), so in
+// training that space is part of whatever token the mask hides, never a token " " of its own
+// (RoBERTa's <mask> strips it the same way, lstrip).
 func encodeMasked(tok tokenizer.Tokenizer, sp tokenizer.Specials, text, textFlag string) (ids []int32, masks []int, err error) {
 	if sp.CLS < 0 || sp.SEP < 0 || sp.MASK < 0 {
 		return nil, nil, fmt.Errorf("the model's tokenizer has no [CLS] [SEP] [MASK]; it was not trained with --arch bert")
 	}
 	ids = []int32{int32(sp.CLS)}
-	for i, piece := range strings.Split(text, tokenizer.MaskText) {
+	pieces := strings.Split(text, tokenizer.MaskText)
+	for i, piece := range pieces {
 		if i > 0 {
 			masks = append(masks, len(ids))
 			ids = append(ids, int32(sp.MASK))
+		}
+		if i < len(pieces)-1 && tok.Name() == "gpt2" {
+			piece = strings.TrimSuffix(piece, " ")
 		}
 		pieceIDs, err := encodeChecked(tok, piece, textFlag)
 		if err != nil && i > 0 { // the tokenizer counts bytes from the piece's start
