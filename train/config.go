@@ -5,6 +5,7 @@ package train
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -178,6 +179,10 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// ErrBERTHellaSwag refuses HellaSwag scoring (--eval-hellaswag-every) in a BERT run. The CLI gives
+// it before it resolves --hellaswag, so that a BERT run never downloads the file.
+var ErrBERTHellaSwag = errors.New("HellaSwag scores a language model's continuations; --arch bert has none (drop --eval-hellaswag-every)")
+
 // validateArch checks what a BERT run cannot combine with yet.
 func (c Config) validateArch() error {
 	switch c.Arch {
@@ -196,7 +201,7 @@ func (c Config) validateArch() error {
 	case c.Init != "":
 		return fmt.Errorf("--init loads GPT-2 weights; a BERT run starts from its own initialisation")
 	case c.HellaSwagEvery > 0:
-		return fmt.Errorf("HellaSwag scores a language model's continuations; --arch bert has none (drop --eval-hellaswag-every)")
+		return ErrBERTHellaSwag
 	case c.Tokenizer == nil || c.Tokenizer.Specials == nil || c.Tokenizer.Specials.MASK < 0:
 		return fmt.Errorf("--arch bert needs data with [CLS], [SEP] and [MASK]: prepare it with --bert-specials (gpt2, byte, char) or --tokenizer wordpiece --vocab vocab.txt")
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpt2go/gpt2go/prepare"
 	"github.com/gpt2go/gpt2go/tokenizer"
 	"github.com/gpt2go/gpt2go/train"
 )
@@ -91,6 +92,7 @@ func TestBERTTrainResume(t *testing.T) {
 	parted := filepath.Join(t.TempDir(), "parted")
 	mustRun(t, bertArgs(dataDir, parted, "--pre-ln", "--lr", "3e-3", "--stop-at", "6")...)
 	mustFail(t, "cannot change --gelu-tanh (saved false, given true)", "train", "--resume", parted, "--gelu-tanh")
+	refusesHellaSwag(t, "train", "--resume", parted, "--eval-hellaswag-every", "1") // the run's family, not --arch
 	// Repeating the run's own model-family flags is allowed.
 	mustRun(t, "train", "--resume", parted, "--threads", "1", "--arch", "bert", "--pre-ln", "--type-vocab-size", "2")
 	sameRun(t, whole, parted, 12)
@@ -160,6 +162,20 @@ func TestBERTDataParallelMatchesGradAccum(t *testing.T) {
 	}
 }
 
+// refusesHellaSwag runs train args with --hellaswag val and an empty cache, offline, and wants
+// BERT's refusal of HellaSwag before any download is tried.
+func refusesHellaSwag(t *testing.T, args ...string) {
+	t.Helper()
+	old := prepare.HellaSwagValURL
+	defer func() { prepare.HellaSwagValURL = old }()
+	prepare.HellaSwagValURL = "http://127.0.0.1:1/hellaswag_val.jsonl" // offline: nothing listens on port 1
+	args = append(args, "--hellaswag", "val", "--cache-dir", t.TempDir())
+	code, _, errOut := gpt2go(t, args...)
+	if code == 0 || strings.Contains(errOut, "download") || !strings.HasSuffix(strings.TrimSpace(errOut), train.ErrBERTHellaSwag.Error()) {
+		t.Fatalf("gpt2go %s: exit %d, stderr %q; want BERT's refusal of HellaSwag, and no download", strings.Join(args, " "), code, errOut)
+	}
+}
+
 // gptRunOf trains a one-step GPT-2 on the plain byte corpus.
 func gptRunOf(t *testing.T) string {
 	t.Helper()
@@ -177,6 +193,7 @@ func TestBERTTrainErrors(t *testing.T) {
 	mustFail(t, `unknown --arch "t5"`, bertArgs(bertData, filepath.Join(dir, "d"), "--arch", "t5")...)
 	mustFail(t, "too short for BERT", bertArgs(bertData, filepath.Join(dir, "e"), "--seq-len", "2")...)
 	mustFail(t, "is a GPT-2 model", "fill", "--ckpt", gptRunOf(t), "--text", "a [MASK]")
+	refusesHellaSwag(t, bertArgs(bertData, filepath.Join(dir, "i"), "--eval-hellaswag-every", "1")...)
 	mustFail(t, `unknown model "bert-huge"`, bertArgs(bertData, filepath.Join(dir, "f"), "--model", "bert-huge")...)
 	mustFail(t, "--model bert-mini is a BERT preset; add --arch bert", trainArgs(bertData, filepath.Join(dir, "g"), "--model", "bert-mini")...)
 	mustFail(t, "--model bert-mini is a BERT preset; add --arch bert", "bench", "--model", "bert-mini")

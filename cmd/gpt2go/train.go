@@ -348,6 +348,9 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			bertData = train.SavedArch(resumeDir) == "bert"
 		}
 	}
+	if bertData && cfg.HellaSwagEvery > 0 { // before --hellaswag val is downloaded
+		return train.ErrBERTHellaSwag
+	}
 	// The backend first: with several ranks it carries the communicator, which orders the
 	// ranks' data preparation (rank 0 first).
 	dev.localRank = df.env.LocalRank
