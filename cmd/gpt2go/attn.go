@@ -82,13 +82,14 @@ func runAttn(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // attentionFigure draws the attention of layer over text for each checkpoint in paths (empty
 // entries are skipped): all heads, or one head when head >= 0. textFlag names where the text
 // came from in errors about it. It returns the figure and the
-// number of tokens drawn; notes about truncation go to warn. A BERT encoder reads the text as
+// number of tokens drawn; notes about truncation, and about positions past the --seq-len the
+// run trained on, go to warn. A BERT encoder reads the text as
 // [CLS] text [SEP], as in training, and its maps are drawn whole (bidirectional).
 func attentionFigure(be backend.Backend, prec gpt.Precision, lf loadFlags, paths []string, text, textFlag string, layer, head, maxTokens int, warn io.Writer) (*viz.Figure, int, error) {
 	var maps []attnMap
 	var labels []string
 	var ids []int32
-	encoders := 0
+	encoders, warned := 0, false
 	for _, path := range paths {
 		if path == "" {
 			continue
@@ -143,6 +144,10 @@ func attentionFigure(be backend.Backend, prec gpt.Precision, lf loadFlags, paths
 			}
 			return nil, 0, fmt.Errorf("%s tokenizes the text differently from %s; compare checkpoints of runs with the same tokenizer", path, paths[0])
 		}
+		if note := untrainedNote(am.run, len(ids), am.encoder, am.label); note != "" && !warned {
+			fmt.Fprintln(warn, note)
+			warned = true
+		}
 		m, err := am.attention(be, prec, ids, layer)
 		if err != nil {
 			return nil, 0, err
@@ -167,6 +172,7 @@ type attnSource struct {
 	tok       tokenizer.Tokenizer
 	blockSize int
 	encoder   bool
+	run       *train.Config // the training config, nil for weights without a run (--init)
 	attention func(be backend.Backend, prec gpt.Precision, ids []int32, layer int) (*gpt.AttentionMap, error)
 	close     func() error // closes the weights' file
 }
@@ -207,7 +213,7 @@ func gptAttention(lf loadFlags, l *train.Loaded) (*attnSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &attnSource{label: ckptLabel(l.Source, l.Step, l.Run != nil), tok: tok, blockSize: l.Config.BlockSize,
+	return &attnSource{label: ckptLabel(l.Source, l.Step, l.Run != nil), tok: tok, blockSize: l.Config.BlockSize, run: l.Run,
 		attention: func(be backend.Backend, prec gpt.Precision, ids []int32, layer int) (*gpt.AttentionMap, error) {
 			model, err := l.NewInferenceModel(be, 1, len(ids), prec)
 			if err != nil {
@@ -225,7 +231,7 @@ func bertAttention(l *train.LoadedBERT) (*attnSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &attnSource{label: ckptLabel(l.Source, l.Step, true), tok: tok, blockSize: l.Config.BlockSize, encoder: true,
+	return &attnSource{label: ckptLabel(l.Source, l.Step, true), tok: tok, blockSize: l.Config.BlockSize, encoder: true, run: l.Run,
 		attention: func(be backend.Backend, prec gpt.Precision, ids []int32, layer int) (*gpt.AttentionMap, error) {
 			model, err := bert.NewInference(be, l.Config, 1, len(ids), prec)
 			if err != nil {

@@ -337,3 +337,36 @@ func TestEncodeMaskedSpaceBeforeMask(t *testing.T) {
 		t.Errorf("byte: \"a [MASK]\" encodes to %v, %v; want its space byte kept", ids, err)
 	}
 }
+
+// fill and attn warn, in one line, when a text reaches past the --seq-len a run trained on
+// (within its block size): those positions took no part in training. A text that fits, and a
+// run that started from pretrained weights, get no warning.
+func TestUntrainedPositionsWarning(t *testing.T) {
+	short := []string{"--steps", "1", "--warmup", "1", "--block-size", "64", "--seq-len", "16", "--eval-every", "0"}
+	bertRun := filepath.Join(t.TempDir(), "bert")
+	mustRun(t, bertArgs(preparedBERT(t), bertRun, short...)...)
+	gptRun := filepath.Join(t.TempDir(), "gpt")
+	mustRun(t, trainArgs(prepared(t), gptRun, append(short, "--sample-tokens", "0")...)...)
+	png := filepath.Join(t.TempDir(), "attn.png")
+	long := "func main() { fmt.Println([MASK]) }" // a BERT reads 30 + 2 tokens, a GPT-2 the first 32 of 36
+	for _, tc := range []struct {
+		args []string
+		want string // "" for no warning
+	}{
+		{[]string{"fill", "--ckpt", bertRun, "--text", long}, "reads 32 tokens (with [CLS] and [SEP]), but the run was trained on --seq-len 16: positions 16..31 were never trained"},
+		{[]string{"fill", "--ckpt", bertRun, "--text", "func [MASK]ain"}, ""},
+		{[]string{"attn", "--ckpt", bertRun, "--text", long, "--out", png}, "reads 32 tokens (with [CLS] and [SEP]), but bert step 1 was trained on --seq-len 16: positions 16..31 were never trained"},
+		{[]string{"attn", "--ckpt", gptRun, "--text", long, "--out", png}, "reads 32 tokens, but gpt step 1 was trained on --seq-len 16: positions 16..31 were never trained"},
+		{[]string{"attn", "--ckpt", gptRun, "--compare", gptRun, "--text", long, "--out", png}, "reads 32 tokens, but gpt step 1 was trained on --seq-len 16"},
+		{[]string{"attn", "--ckpt", gptRun, "--text", "func main", "--out", png}, ""},
+	} {
+		code, _, errOut := gpt2go(t, append(tc.args, "--threads", "1")...)
+		n := strings.Count(errOut, "warning: ")
+		if code != 0 || (tc.want == "") != (n == 0) || n > 1 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("gpt2go %s: exit %d, stderr %q; want one warning containing %q", strings.Join(tc.args, " "), code, errOut, tc.want)
+		}
+	}
+	if note := untrainedNote(&train.Config{SeqLen: 16, Init: "gpt2"}, 32, false, "the run"); note != "" {
+		t.Errorf("a run from pretrained weights: %q; want no warning (its positions were pretrained)", note)
+	}
+}

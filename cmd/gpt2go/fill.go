@@ -56,6 +56,9 @@ func runFill(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if T > loaded.Config.BlockSize {
 		return fmt.Errorf("the text is %d tokens with [CLS] and [SEP]; the model reads at most %d; shorten --text", T, loaded.Config.BlockSize)
 	}
+	if note := untrainedNote(loaded.Run, T, true, "the run"); note != "" {
+		fmt.Fprintln(stderr, note)
+	}
 	be, err := dev.open(stderr)
 	if err != nil {
 		return err
@@ -88,6 +91,23 @@ func runFill(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "filled: %s\n", decodeText(tok, filled[1:T-1]))
 	return nil
+}
+
+// untrainedNote is the one-line warning for a text of T tokens (with [CLS] and [SEP] for an
+// encoder) read by a model whose run, named who, trained on shorter sequences: positions from the
+// run's --seq-len up to its block size took no part in training, so what the model does there is
+// untrained. It is "" for a text that fits, and when which positions were trained is unknown:
+// weights without a run, and a run that started from pretrained weights (--init).
+func untrainedNote(run *train.Config, T int, encoder bool, who string) string {
+	if run == nil || run.Init != "" || run.SeqLen <= 0 || T <= run.SeqLen {
+		return ""
+	}
+	with := ""
+	if encoder {
+		with = " (with [CLS] and [SEP])"
+	}
+	return fmt.Sprintf("warning: the model reads %d tokens%s, but %s was trained on --seq-len %d: positions %d..%d were never trained; shorten the text to stay within them",
+		T, with, who, run.SeqLen, run.SeqLen, T-1)
 }
 
 // encodeMasked encodes [CLS] text [SEP] with every [MASK] of text as the [MASK] id, and returns
