@@ -329,6 +329,21 @@ func SavedArch(dir string) string {
 	return saved.Arch
 }
 
+// RunArch returns the model family that path's run records in its run.json, for path a run
+// directory, its checkpoints folder or a checkpoint file in that folder: "bert", or "" for GPT-2
+// and when no run.json says (a checkpoint file kept elsewhere, an llm.c file). It reads run.json
+// alone, verifying nothing, so a command can refuse the wrong family before anything else.
+func RunArch(path string) string {
+	dir := path
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		dir = filepath.Dir(path)
+	}
+	if run, ok := runOfCheckpointsFolder(dir); ok {
+		dir = run
+	}
+	return SavedArch(dir)
+}
+
 // runConfig reads and checks the run config of checkpoint ck at src.
 func runConfig(ck *checkpoint.Checkpoint, src string) (*Config, error) {
 	var run Config

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpt2go/gpt2go/checkpoint"
 	"github.com/gpt2go/gpt2go/prepare"
 	"github.com/gpt2go/gpt2go/tokenizer"
 	"github.com/gpt2go/gpt2go/train"
@@ -72,6 +73,11 @@ func TestBERTTrainResume(t *testing.T) {
 		t.Errorf("fill --precision bf16 printed %q", out)
 	}
 	mustFail(t, "is a BERT encoder", "sample", "--ckpt", whole)
+	// eval refuses an encoder first, before asking for the data it would score, and points to
+	// what does measure one; also when named by a checkpoint file, and with --data.
+	for _, args := range [][]string{{"--ckpt", whole}, {"--ckpt", checkpoint.Path(whole, 12)}, {"--ckpt", whole, "--data", dataDir}} {
+		mustFail(t, "which eval cannot score (--data, --hellaswag and --text measure a GPT-2's next-token predictions); its run logs its own val_loss and val_acc", append([]string{"eval"}, args...)...)
+	}
 	mustFail(t, "the model reads at most 32", "fill", "--ckpt", whole, "--text", strings.Repeat("long ", 10)+"[MASK]")
 
 	// attn draws the encoder's whole maps over [CLS] text [SEP].

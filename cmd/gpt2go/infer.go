@@ -185,6 +185,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case T < 0:
 		return fmt.Errorf("--seq-len must be >= 0 (0: the model's block size), got %d", T)
 	}
+	if lf.ckpt != "" && lf.init == "" && train.RunArch(lf.ckpt) == "bert" { // whatever else is given
+		return fmt.Errorf("%s is a BERT encoder (masked-language model), which eval cannot score (--data, --hellaswag and --text measure a GPT-2's next-token predictions); its run logs its own val_loss and val_acc (gpt2go plot or report), and gpt2go fill --ckpt %s --text \"... [MASK] ...\" shows its predictions", lf.ckpt, lf.ckpt)
+	}
 	if n := countSet(dataPath, tasks.hellaswag, tasks.text); n == 0 {
 		return fmt.Errorf("nothing to evaluate on: pass --data DIR|SHARD.bin, --hellaswag FILE.jsonl|val or --text FILE")
 	} else if n > 1 {
