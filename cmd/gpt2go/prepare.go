@@ -43,6 +43,9 @@ func runPrepare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := prepare.CheckShardTokens(opts.ShardTokens); err != nil {
 		return err
 	}
+	if opts.BERTSpecials && opts.Tokenizer == "wordpiece" { // harmless: a script may pass it for every BERT dataset
+		fmt.Fprintln(stderr, "note: --bert-specials changes nothing with --tokenizer wordpiece: its vocab already holds [PAD] [CLS] [SEP] [MASK], whose ids the data uses")
+	}
 	opts.Inputs, opts.Context = inputs, ctx
 	if opts.ValFraction == 0 {
 		opts.ValFraction = -1 // asked for none (Options' 0 is the default)

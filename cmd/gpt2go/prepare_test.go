@@ -31,6 +31,13 @@ func TestPrepareWordPiece(t *testing.T) {
 	if m.Tokenizer != "wordpiece" || m.EOT != 102 || !m.Lowercase || m.Specials == nil || m.Specials.MASK != 103 || m.Vocab != string(b) {
 		t.Fatalf("meta.json: tokenizer %q eot %d lowercase %v specials %+v", m.Tokenizer, m.EOT, m.Lowercase, m.Specials)
 	}
+	// --bert-specials is redundant with wordpiece (its vocab has the specials): a note, the same data.
+	again := filepath.Join(dir, "again")
+	code, _, errOut := gpt2go(t, "prepare", "--input", src, "--out", again, "--tokenizer", "wordpiece", "--vocab", vocab, "--bert-specials")
+	if m2, err := data.ReadMeta(again); code != 0 || err != nil || strings.Count(errOut, "note: --bert-specials changes nothing with --tokenizer wordpiece") != 1 ||
+		m2.VocabSize != m.VocabSize || *m2.Specials != *m.Specials || m2.Vocab != m.Vocab {
+		t.Fatalf("prepare --tokenizer wordpiece --bert-specials: exit %d, %v, stderr %q", code, err, errOut)
+	}
 	os.Remove(vocab)
 	runDir := filepath.Join(dir, "run")
 	mustRun(t, trainArgs(out, runDir, "--steps", "4", "--eval-every", "2")...)
