@@ -68,8 +68,12 @@ func findPitfalls(run Config, prec gpt.Precision, budget backend.MemoryBudget, g
 		found = append(found, pitfall{kind, fmt.Sprintf(format, args...)})
 	}
 	if cfg.PaddedVocabSize%64 != 0 {
-		add(raggedVocab, "the vocabulary (%d) is not a multiple of 64: the LM head's matmuls, the largest of the step, run on ragged tiles; --pad-vocab 64 pads it to %d (masked out of the loss); the ladder's PyTorch rung '+ vocab 50304' measures the cost",
-			cfg.PaddedVocabSize, (cfg.PaddedVocabSize+63)/64*64)
+		ladder := "; the ladder's PyTorch rung '+ vocab 50304' measures the cost"
+		if run.IsBERT() { // bench --ladder times GPT-2 only
+			ladder = ""
+		}
+		add(raggedVocab, "the vocabulary (%d) is not a multiple of 64: the LM head's matmuls, the largest of the step, run on ragged tiles; --pad-vocab 64 pads it to %d (masked out of the loss)%s",
+			cfg.PaddedVocabSize, (cfg.PaddedVocabSize+63)/64*64, ladder)
 	}
 	if cfg.Channels%64 != 0 {
 		add(raggedWidth, "--n-embd %d is not a multiple of 64: every matmul runs on ragged tiles", cfg.Channels)

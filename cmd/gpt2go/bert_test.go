@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpt2go/gpt2go/checkpoint"
+	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/prepare"
 	"github.com/gpt2go/gpt2go/tokenizer"
 	"github.com/gpt2go/gpt2go/train"
@@ -275,10 +276,31 @@ func TestBERTProfileAndBench(t *testing.T) {
 	mustFail(t, "--n-embd (saved 32, given 128)", "train", "--resume", run, "--steps", "4", "--model", "bert-tiny") // 2 x 2 x 128
 	mustRun(t, "train", "--resume", run, "--steps", "4", "--n-layer", "2", "--n-embd", "32", "--arch", "bert", "--threads", "1")
 
+	// bench times the model train builds from the same flags: bert-base-uncased's 30522 tokens
+	// unpadded, as a run on that vocab.txt has them (the bert-* presets give only the sizes),
+	// 30528 with --pad-vocab 64.
+	benchBERT := []string{"bench", "--arch", "bert", "--model", "bert-tiny", "--batch-size", "2", "--seq-len", "16", "--steps", "1", "--threads", "1"}
 	var bench train.BenchResult
-	out = mustRun(t, "bench", "--arch", "bert", "--model", "bert-tiny", "--batch-size", "2", "--seq-len", "16", "--steps", "1", "--threads", "1", "--json")
-	if err := json.Unmarshal([]byte(out), &bench); err != nil || bench.Arch != "bert" || bench.Model.VocabSize != 30522 || bench.Model.Channels != 128 || !(bench.TokPerSec > 0) {
+	out = mustRun(t, append(benchBERT, "--json")...)
+	if err := json.Unmarshal([]byte(out), &bench); err != nil || bench.Arch != "bert" || bench.Model.VocabSize != 30522 || bench.Model.PaddedVocabSize != 30522 || bench.Model.Channels != 128 || !(bench.TokPerSec > 0) {
 		t.Errorf("bench --arch bert --json: %v, %+v", err, bench)
+	}
+	out = mustRun(t, append(benchBERT, "--json", "--pad-vocab", "64")...)
+	if err := json.Unmarshal([]byte(out), &bench); err != nil || bench.Model.PaddedVocabSize != 30528 {
+		t.Errorf("bench --arch bert --pad-vocab 64: %v, padded vocabulary %d, want 30528", err, bench.Model.PaddedVocabSize)
+	}
+	var saved struct{ Model gpt.Config }
+	if b, err := os.ReadFile(filepath.Join(run, "run.json")); err != nil || json.Unmarshal(b, &saved) != nil {
+		t.Fatalf("run.json: %v", err)
+	}
+	out = mustRun(t, "bench", "--arch", "bert", "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32", "--vocab-size", fmt.Sprint(saved.Model.VocabSize),
+		"--batch-size", "2", "--seq-len", "16", "--steps", "1", "--threads", "1", "--json")
+	if err := json.Unmarshal([]byte(out), &bench); err != nil || bench.Model != saved.Model {
+		t.Errorf("bench with the run's flags: %v, model %+v; the run trained %+v", err, bench.Model, saved.Model)
+	}
+	// Its hints are a BERT's: --pad-vocab, not GPT-2's ladder, which bench --ladder refuses for BERT.
+	if out := mustRun(t, benchBERT...); !strings.Contains(out, "hint: the vocabulary (30522) is not a multiple of 64") || strings.Contains(out, "ladder") {
+		t.Errorf("bench --arch bert hints:\n%s", out)
 	}
 	mustFail(t, "bench --ladder times GPT-2", "bench", "--arch", "bert", "--ladder")
 }
