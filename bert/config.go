@@ -12,8 +12,10 @@ import (
 	"github.com/gpt2go/gpt2go/gpt"
 )
 
-// Config describes a BERT encoder. The zero values of the options give the original BERT:
-// post-LN blocks, exact-erf GELU, learned position embeddings.
+// Config describes a BERT encoder. The zero values of the options give the original BERT's
+// architecture: post-LN blocks, exact-erf GELU, learned position embeddings. Every LayerNorm
+// uses GPT-2's epsilon, 1e-5 (the backends' one value), not the original BERT's 1e-12, so the
+// same weights give slightly different outputs here and in Hugging Face's BertForMaskedLM.
 type Config struct {
 	BlockSize       int `json:"block_size"`        // maxT: longest sequence, rows of wpe
 	VocabSize       int `json:"vocab_size"`        // V: real vocabulary size (special tokens included)
