@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -366,5 +367,31 @@ func TestKVCacheTooLargeIsRefused(t *testing.T) {
 	_, err := m.NewKVCache(1<<28, kvConfig.BlockSize) // 2*2*2^28*24*64 floats: 6 TiB
 	if err == nil || !strings.Contains(err.Error(), "KV cache") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("error %v, want the memory plan's one-line refusal", err)
+	}
+}
+
+// GenerateBatch refuses more samples than memory holds with the KV cache's one-line plan error
+// before allocating anything per sample: it once made each sample's sequence (about a KB at 256
+// tokens) and random stream first, so that gpt2go sample --num-samples 5000000 died of Go's
+// fatal out-of-memory instead. n is twice what fits in memory at 2 KB of cache per sample
+// (kvConfig at its fewest positions), for which the old code allocated about 100 bytes per
+// sample, over 100 MB, before the refusal.
+func TestGenerateBatchTooManySamplesIsRefused(t *testing.T) {
+	be := cpu.New(1)
+	m := randomModel(t, be, kvConfig, 1, 1, gpt.Precision{})
+	budget, err := be.MemoryBudget()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int(max(1<<20, 2*budget.Free/2048))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _, err = m.GenerateBatch(context.Background(), []int32{1}, n, gpt.SampleOptions{Tokens: 2}, nil)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "KV cache") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("%d samples: error %v, want the memory plan's one-line refusal", n, err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Errorf("refusing %d samples allocated %d bytes first, want under 1 MiB", n, got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 )
@@ -64,9 +65,10 @@ func (m *Model) Generate(prompt []int32, opts SampleOptions, emit func(tok int32
 // reproducible.
 //
 // With the KV cache (the default) the prompt is encoded once and every new token costs one
-// position. The model sees at most opts.Context positions: when the cache is full it slides,
-// re-encoding the last half of the window once and continuing from there, so the context then
-// spans between half and all of the window (without the cache, always the last full window).
+// position; the cache's memory is checked before anything of n's size is allocated. The model
+// sees at most opts.Context positions: when the cache is full it slides, re-encoding the last
+// half of the window once and continuing from there, so the context then spans between half and
+// all of the window (without the cache, always the last full window).
 //
 // Cancelling ctx stops the generation before its next token, with an error that says so; the
 // sequences hold the tokens emitted until then.
@@ -80,11 +82,28 @@ func (m *Model) GenerateBatch(ctx context.Context, prompt []int32, n int, opts S
 	case n < 1:
 		return nil, stats, fmt.Errorf("generate: need at least one sample, got %d", n)
 	}
-	g := &generation{ctx: ctx, m: m, opts: opts, seqs: make([][]int32, n), emit: emit, stats: &stats}
+	g := &generation{ctx: ctx, m: m, opts: opts, emit: emit, stats: &stats}
+	g.ctxLen = opts.Context
+	if g.ctxLen == 0 {
+		g.ctxLen = m.maxT
+	}
+	g.window = min(len(prompt), g.ctxLen)
+	// The cache, and so its memory plan's refusal, comes before anything of n samples' size:
+	// --num-samples may ask for more than memory holds.
+	var kc *KVCache
+	if opts.NoCache {
+		if g.ctxLen > m.maxT || n > m.maxB {
+			return nil, stats, fmt.Errorf("generate without the cache: %d samples of %d positions exceed the model's planned (%d,%d)", n, g.ctxLen, m.maxB, m.maxT)
+		}
+	} else {
+		var err error
+		if kc, err = m.generationCache(n, g.cacheLen()); err != nil {
+			return nil, stats, err
+		}
+	}
+	g.seqs = make([][]int32, n)
 	for i := range n {
-		// Room for the tokens up to a bound: --tokens may ask for more than memory holds, and
-		// generation stops at an error or the caller's interrupt long before that.
-		g.seqs[i] = append(make([]int32, 0, len(prompt)+min(opts.Tokens, 1<<16)), prompt...)
+		g.seqs[i] = slices.Clone(prompt) // grown by append as tokens come
 		g.rngs = append(g.rngs, rand.New(rand.NewPCG(opts.Seed, 0x5a5a5a5a+uint64(i))))
 	}
 	V := m.Config.VocabSize
@@ -93,7 +112,7 @@ func (m *Model) GenerateBatch(ctx context.Context, prompt []int32, n int, opts S
 	if opts.NoCache {
 		err = g.uncached()
 	} else {
-		err = g.cached()
+		err = g.cached(kc)
 	}
 	return g.seqs, stats, err
 }
@@ -102,6 +121,8 @@ func (m *Model) GenerateBatch(ctx context.Context, prompt []int32, n int, opts S
 type generation struct {
 	ctx    context.Context
 	m      *Model
+	ctxLen int // the most positions the model sees: opts.Context, or the planned length
+	window int // how many of the prompt's last tokens the model reads first: at most ctxLen
 	opts   SampleOptions
 	seqs   [][]int32
 	rngs   []*rand.Rand
@@ -112,24 +133,21 @@ type generation struct {
 	order  []int
 }
 
-// cached generates with the model's KV cache for this batch and context.
-func (g *generation) cached() error {
-	m, n := g.m, len(g.seqs)
-	ctx := g.opts.Context
-	if ctx == 0 {
-		ctx = m.maxT
-	}
-	kc, err := m.generationCache(n, ctx)
-	if err != nil {
-		return err
-	}
+// cacheLen is how many positions the KV cache holds: the whole context.
+func (g *generation) cacheLen() int {
+	return g.ctxLen
+}
+
+// cached generates with kc, the model's KV cache for this batch of cacheLen positions.
+func (g *generation) cached(kc *KVCache) error {
 	start := time.Now()
-	window := g.promptWindow(ctx)
+	window := g.promptWindow()
 	kc.Truncate(0)
 	if err := kc.Append(g.lastTokens(window), window); err != nil {
 		return err
 	}
-	newTok := make([]int32, n)
+	newTok := make([]int32, len(g.seqs))
+	var err error
 	for step := range g.opts.Tokens {
 		if err := g.interrupted(step); err != nil {
 			return err
@@ -172,16 +190,9 @@ func (g *generation) slide(kc *KVCache) error {
 
 // uncached generates by running the model on the whole window for every new token.
 func (g *generation) uncached() error {
-	m, n := g.m, len(g.seqs)
-	ctx := g.opts.Context
-	if ctx == 0 {
-		ctx = m.maxT
-	}
-	if ctx > m.maxT || n > m.maxB {
-		return fmt.Errorf("generate without the cache: %d samples of %d positions exceed the model's planned (%d,%d)", n, ctx, m.maxB, m.maxT)
-	}
+	m, n, ctx := g.m, len(g.seqs), g.ctxLen
 	start := time.Now()
-	g.promptWindow(ctx)
+	g.promptWindow()
 	for step := range g.opts.Tokens {
 		if err := g.interrupted(step); err != nil {
 			return err
@@ -212,10 +223,9 @@ func (g *generation) interrupted(step int) error {
 }
 
 // promptWindow returns how many of the prompt's last tokens the model reads, at most the
-// context ctx, as the stats' prompt length, saying so in the notices when that cuts the prompt.
-func (g *generation) promptWindow(ctx int) int {
-	n := len(g.seqs[0])
-	window := min(n, ctx)
+// context, as the stats' prompt length, saying so in the notices when that cuts the prompt.
+func (g *generation) promptWindow() int {
+	n, window := len(g.seqs[0]), g.window
 	if window < n && g.opts.Notices != nil {
 		fmt.Fprintf(g.opts.Notices, "the prompt is %d tokens; the model reads its last %d (its context)\n", n, window)
 	}
@@ -249,13 +259,13 @@ func (g *generation) pick(logitsOf func(dst []float32, b int), chosen []int32) e
 	return g.m.be.Sync()
 }
 
-// generationCache returns the model's KV cache for n sequences of ctx positions, kept between
+// generationCache returns the model's KV cache for n sequences of maxT positions, kept between
 // calls (training samples every few hundred steps) and replaced when the shape changes.
-func (m *Model) generationCache(n, ctx int) (*KVCache, error) {
-	if kc := m.genCache; kc != nil && kc.B == n && kc.maxT == ctx {
+func (m *Model) generationCache(n, maxT int) (*KVCache, error) {
+	if kc := m.genCache; kc != nil && kc.B == n && kc.maxT == maxT {
 		return kc, nil
 	}
-	kc, err := m.NewKVCache(n, ctx)
+	kc, err := m.NewKVCache(n, maxT)
 	if err != nil {
 		return nil, err
 	}

@@ -38,3 +38,40 @@ func TestBenchTooBigForHostMemory(t *testing.T) {
 		t.Errorf("want a device line and one error line, got:\n%s", text)
 	}
 }
+
+// sample --num-samples more than memory holds stops with the KV cache's one-line refusal and its
+// advice, printing no text: it died of Go's "fatal error: out of memory" when the command and
+// the generation made room for every sample's tokens before the cache's memory plan could
+// refuse (here 300 million samples: 7 GB of empty token lists alone, under a 6 GB limit).
+func TestSampleTooManyForHostMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a process")
+	}
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh to set ulimit: ", err)
+	}
+	cmd := exec.Command("sh", "-c", `ulimit -v 6000000 && exec "$0" "$@"`, os.Args[0],
+		"sample", "--init", refModel, "--tokenizer", "byte", "--device", "cpu", "--threads", "1",
+		"--prompt", "Hi", "--tokens", "2", "--num-samples", "300000000")
+	cmd.Env = append(os.Environ(), "GPT2GO_TEST_CHILD=1")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err == nil {
+		t.Fatalf("300 million samples under a 6 GB limit succeeded:\n%s", stderr.String())
+	}
+	text := strings.TrimSpace(stderr.String())
+	lines := strings.Split(text, "\n")
+	last := lines[len(lines)-1]
+	for _, want := range []string{"gpt2go sample: kv cache for 300000000 sequences", "KV cache", "--num-samples"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last line %q lacks %q", last, want)
+		}
+	}
+	if len(lines) > 2 || strings.Contains(text, "fatal error") || strings.Contains(text, "goroutine") {
+		t.Errorf("want a device line and one error line, got:\n%s", text)
+	}
+	if stdout.Len() > 0 {
+		t.Errorf("a refusal printed text: %.200q", stdout.String())
+	}
+}

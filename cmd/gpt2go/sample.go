@@ -23,22 +23,35 @@ func printSamples(ctx context.Context, model *gpt.Model, ids []int32, prompt str
 			fmt.Fprintf(stdout, "---- sample %d of %d ----\n", i+1, n)
 		}
 	}
-	later := make([][]int, n) // samples 1..n-1, printed when all are done
-	separator(0)
-	fmt.Fprint(stdout, prompt)
+	// The first sample's head goes out with its first token, or once the generation is done,
+	// so that a refusal (the KV cache does not fit) prints no text.
+	started := false
+	start := func() {
+		if !started {
+			started = true
+			separator(0)
+			fmt.Fprint(stdout, prompt)
+		}
+	}
 	prev := int(ids[len(ids)-1]) // sample 0's last token so far
-	_, stats, err := model.GenerateBatch(ctx, ids, n, opts, func(i int, id int32) {
+	seqs, stats, err := model.GenerateBatch(ctx, ids, n, opts, func(i int, id int32) {
 		if i == 0 {
+			start()
 			fmt.Fprint(stdout, continuation(tok, prev, []int{int(id)}))
 			prev = int(id)
-		} else {
-			later[i] = append(later[i], int(id))
 		}
 	})
-	fmt.Fprintln(stdout)
-	for i := 1; i < n; i++ {
-		separator(i)
-		fmt.Fprintln(stdout, prompt+continuation(tok, int(ids[len(ids)-1]), later[i]))
+	if len(seqs) > 0 { // the others, printed from what the batch returns
+		start()
+		fmt.Fprintln(stdout)
+		for i := 1; i < len(seqs); i++ {
+			separator(i)
+			newIDs := make([]int, 0, len(seqs[i])-len(ids))
+			for _, id := range seqs[i][len(ids):] {
+				newIDs = append(newIDs, int(id))
+			}
+			fmt.Fprintln(stdout, prompt+continuation(tok, int(ids[len(ids)-1]), newIDs))
+		}
 	}
 	if err != nil {
 		return err
