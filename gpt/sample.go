@@ -65,10 +65,11 @@ func (m *Model) Generate(prompt []int32, opts SampleOptions, emit func(tok int32
 // reproducible.
 //
 // With the KV cache (the default) the prompt is encoded once and every new token costs one
-// position; the cache's memory is checked before anything of n's size is allocated. The model
-// sees at most opts.Context positions: when the cache is full it slides, re-encoding the last
-// half of the window once and continuing from there, so the context then spans between half and
-// all of the window (without the cache, always the last full window).
+// position. The cache holds what the generation needs, the prompt and the new tokens, up to
+// opts.Context positions, and its memory is checked before anything of n's size is allocated.
+// The model sees at most opts.Context positions: when the cache is full it slides, re-encoding
+// the last half of the window once and continuing from there, so the context then spans between
+// half and all of the window (without the cache, always the last full window).
 //
 // Cancelling ctx stops the generation before its next token, with an error that says so; the
 // sequences hold the tokens emitted until then.
@@ -133,9 +134,13 @@ type generation struct {
 	order  []int
 }
 
-// cacheLen is how many positions the KV cache holds: the whole context.
+// cacheLen is how many positions the KV cache needs: the prompt's window and the new tokens fed
+// back to the model (all but the last), at most the context, beyond which it slides. A cache of
+// the whole context would hold the same positions and slide at the same points, so give the same
+// tokens, but take the block size's memory however short the generation (GPT-2's 1024 positions,
+// 75 MB per sample in fp32).
 func (g *generation) cacheLen() int {
-	return g.ctxLen
+	return min(g.ctxLen, g.window+max(0, g.opts.Tokens-1))
 }
 
 // cached generates with kc, the model's KV cache for this batch of cacheLen positions.
