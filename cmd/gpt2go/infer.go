@@ -151,7 +151,18 @@ func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	err = printSamples(ctx, model, ids, prompt, tok, opts, numSamples, stdout, stderr)
-	return backend.WithAdvice(err, "use a smaller --num-samples, a smaller model, or --int8")
+	return backend.WithAdvice(err, sampleCacheAdvice(dev.modelPrecision()))
+}
+
+// sampleCacheAdvice is what to change when the KV cache does not fit beside the loaded model:
+// it is (samples, prompt + tokens up to the block size) positions in the compute format, which
+// --int8 leaves as it is (the weights, which it shrinks, fitted already), and a 16-bit one
+// halves.
+func sampleCacheAdvice(prec gpt.Precision) string {
+	if prec.Mixed() {
+		return "use a smaller --num-samples or --tokens, or a smaller model"
+	}
+	return "use a smaller --num-samples or --tokens, a smaller model, or --precision bf16 (a KV cache of half the bytes)"
 }
 
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {

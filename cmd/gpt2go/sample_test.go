@@ -102,3 +102,27 @@ func TestSampleTokenizerMustFit(t *testing.T) {
 	mustFail(t, "--tokenizer byte has 257 tokens, far fewer than the model's 50257", "sample", "--ckpt", run, "--tokenizer", "byte")
 	mustRun(t, "sample", "--ckpt", run, "--tokenizer", "gpt2", "--tokens", "2", "--threads", "1")
 }
+
+// When the KV cache does not fit, sample's advice names what shrinks it: fewer samples or
+// tokens, a smaller model, a 16-bit precision when it computes in fp32; not --int8, which it
+// offered even when given, and which leaves the cache as it is.
+func TestSampleCacheRefusalAdvice(t *testing.T) {
+	base := []string{"sample", "--init", refModel, "--tokenizer", "byte", "--device", "cpu", "--threads", "1", "--tokens", "2", "--num-samples", "2000000000"}
+	for _, c := range []struct {
+		flags    []string
+		bf16Hint bool
+	}{{nil, true}, {[]string{"--int8"}, true}, {[]string{"--precision", "bf16"}, false}, {[]string{"--int8", "--precision", "bf16"}, false}} {
+		code, out, errOut := gpt2go(t, append(base, c.flags...)...)
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		last := lines[len(lines)-1]
+		if code == 0 || !strings.Contains(last, "KV cache") || out != "" {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q; want the KV cache's refusal", c.flags, code, out, errOut)
+		}
+		if !strings.Contains(last, "use a smaller --num-samples or --tokens") || !strings.Contains(last, "a smaller model") || strings.Contains(last, "--int8") {
+			t.Errorf("%v: advice in %q", c.flags, last)
+		}
+		if got := strings.Contains(last, "--precision bf16"); got != c.bf16Hint {
+			t.Errorf("%v: advice offers --precision bf16: %v, want %v: %q", c.flags, got, c.bf16Hint, last)
+		}
+	}
+}
