@@ -9,22 +9,36 @@ import (
 
 // int8Best is the fastest integer dot product kernel this CPU runs. GPT2GO_INT8=avx2 or go picks
 // a slower one (to compare; the results are the same bits); tests set int8Kernels directly.
-var int8Best = func() int8Kernel {
+var int8Best = bestInt8(int8Features{
+	avx2: cpu.X86.HasAVX2, avx512f: cpu.X86.HasAVX512F, avx512bw: cpu.X86.HasAVX512BW,
+	avx512vl: cpu.X86.HasAVX512VL, avx512vnni: cpu.X86.HasAVX512VNNI,
+}, os.Getenv("GPT2GO_INT8"))
+
+// int8Features are the CPU features the int8 kernels need.
+type int8Features struct {
+	avx2, avx512f, avx512bw, avx512vl, avx512vnni bool
+}
+
+// bestInt8 is the fastest kernel a CPU with features f runs, or the slower one that env (the
+// value of GPT2GO_INT8) asks for.
+func bestInt8(f int8Features, env string) int8Kernel {
 	best := int8Go
-	if cpu.X86.HasAVX2 {
+	if f.avx2 {
 		best = int8AVX2
 	}
-	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI {
+	// VL too: the four-row kernel sums in Y24-Y27, which only EVEX encodes at 256 bits. No CPU
+	// sold has VNNI without VL, but a virtual machine may hide one feature and not the other.
+	if f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni {
 		best = int8VNNI
 	}
-	switch os.Getenv("GPT2GO_INT8") {
+	switch env {
 	case "go":
 		best = int8Go
 	case "avx2":
 		best = min(best, int8AVX2)
 	}
 	return best
-}()
+}
 
 // int8Force, when >= 0, is the kernel tests make MatmulForwardInt8 run instead of int8Best.
 var int8Force int8Kernel = -1
