@@ -1,12 +1,15 @@
 package gpt
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpt2go/gpt2go/backend/cpu"
 )
@@ -108,4 +111,100 @@ func generateWholeContext(t *testing.T, m *Model, prompt []int32, n int, opts Sa
 		t.Fatal(err)
 	}
 	return g.seqs, stats
+}
+
+// drawFrequencies draws n tokens from logits with pick and returns how often each came.
+func drawFrequencies(logits []float32, opts SampleOptions, n int) []float64 {
+	V := len(logits)
+	probs, order, freq := make([]float64, V), make([]int, V), make([]float64, V)
+	rng := rand.New(rand.NewPCG(11, 12))
+	for range n {
+		freq[pick(logits, probs, order, opts, rng)]++
+	}
+	for i := range freq {
+		freq[i] /= float64(n)
+	}
+	return freq
+}
+
+// softmaxOf is softmax(logits/T) over the indices in keep, zero elsewhere.
+func softmaxOf(logits []float32, T float64, keep []int) []float64 {
+	p := make([]float64, len(logits))
+	var sum float64
+	for _, i := range keep {
+		p[i] = math.Exp(float64(logits[i]) / T)
+		sum += p[i]
+	}
+	for i := range p {
+		p[i] /= sum
+	}
+	return p
+}
+
+// sameDistribution fails t unless every frequency of n draws is within 4 standard errors of
+// want (1e-3 more, for the rounding of tiny probabilities): for n = 20000 at most 0.014 off.
+func sameDistribution(t *testing.T, label string, freq, want []float64, n int) {
+	t.Helper()
+	for i := range want {
+		if tol := 4*math.Sqrt(want[i]*(1-want[i])/float64(n)) + 1e-3; math.Abs(freq[i]-want[i]) > tol {
+			t.Errorf("%s: token %d drawn %.4f of the time, want %.4f (within %.4f)\nfrequencies %.4f\nwant        %.4f", label, i, freq[i], want[i], tol, freq, want)
+			return
+		}
+	}
+}
+
+// pick draws from softmax(logits/T): at T=0.5 and T=2 the frequencies of 20000 draws (fixed seed)
+// match it, where the distributions at T and at 1/T (temperature multiplied instead of divided)
+// are far apart.
+func TestPickTemperature(t *testing.T) {
+	logits := []float32{2, 1, 0.5, 0, -1, 1.5}
+	all := []int{0, 1, 2, 3, 4, 5}
+	const n = 20000
+	for _, T := range []float64{0.5, 1, 2} {
+		freq := drawFrequencies(logits, SampleOptions{Temperature: T}, n)
+		sameDistribution(t, fmt.Sprintf("T=%g", T), freq, softmaxOf(logits, T, all), n)
+	}
+}
+
+// With top-k, pick draws only the k most likely tokens, each as often as softmax(logits/T) over
+// those k gives, even at a temperature that would make the others likely.
+func TestPickTopK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	logits := make([]float32, 40)
+	for i := range logits {
+		logits[i] = float32(rng.NormFloat64())
+	}
+	byLogit := make([]int, len(logits))
+	for i := range byLogit {
+		byLogit[i] = i
+	}
+	slices.SortFunc(byLogit, func(a, b int) int { return cmp.Compare(logits[b], logits[a]) })
+	const n = 20000
+	for _, k := range []int{1, 3, 7} {
+		for _, T := range []float64{1, 5} {
+			freq := drawFrequencies(logits, SampleOptions{Temperature: T, TopK: k}, n)
+			for i, f := range freq {
+				if f > 0 && !slices.Contains(byLogit[:k], i) {
+					t.Fatalf("k=%d T=%g: drew token %d (rank %d) %.4f of the time, want only the %d best %v", k, T, i, slices.Index(byLogit, i)+1, f, k, byLogit[:k])
+				}
+			}
+			sameDistribution(t, fmt.Sprintf("k=%d T=%g", k, T), freq, softmaxOf(logits, T, byLogit[:k]), n)
+		}
+	}
+}
+
+// The speeds that gpt2go sample prints: the prompt's tokens of every sample over the prompt's
+// time, and the new tokens after the first of every sample over the rest.
+func TestGenerateStatsRates(t *testing.T) {
+	s := GenerateStats{Samples: 3, PromptTokens: 5, NewTokens: 11, Prompt: 500 * time.Millisecond, Gen: 2 * time.Second}
+	if got := s.PromptTokPerSec(); got != 30 { // 3*5 / 0.5
+		t.Errorf("PromptTokPerSec %v, want 30", got)
+	}
+	if got := s.GenTokPerSec(); got != 15 { // 3*10 / 2
+		t.Errorf("GenTokPerSec %v, want 15", got)
+	}
+	s.NewTokens = 0
+	if got := s.GenTokPerSec(); got != 0 {
+		t.Errorf("GenTokPerSec with no tokens %v, want 0", got)
+	}
 }
