@@ -61,9 +61,12 @@ func printSamples(ctx context.Context, model *gpt.Model, ids []int32, prompt str
 		if opts.NoCache {
 			how = "no cache"
 		}
-		fmt.Fprintf(stderr, "prompt: %d tokens x %d in %.2f s (%.1f tok/s) | then %d tokens x %d in %.2f s (%.1f tok/s) | %s, %s\n",
-			stats.PromptTokens, n, stats.Prompt.Seconds(), stats.PromptTokPerSec(),
-			stats.NewTokens-1, n, stats.Gen.Seconds(), stats.GenTokPerSec(), how, model.Backend().Name())
+		then := "" // the tokens after the first, when there are any
+		if stats.NewTokens > 1 {
+			then = fmt.Sprintf(" | then %d tokens x %d in %.2f s (%.1f tok/s)", stats.NewTokens-1, n, stats.Gen.Seconds(), stats.GenTokPerSec())
+		}
+		fmt.Fprintf(stderr, "prompt: %d tokens x %d in %.2f s (%.1f tok/s)%s | %s, %s\n",
+			stats.PromptTokens, n, stats.Prompt.Seconds(), stats.PromptTokPerSec(), then, how, model.Backend().Name())
 	}
 	return nil
 }

@@ -126,3 +126,21 @@ func TestSampleCacheRefusalAdvice(t *testing.T) {
 		}
 	}
 }
+
+// The speed line gives the prompt's rate, then the rate of the tokens after the first when there
+// are any: --tokens 1 printed "then 0 tokens x 1 in 0.00 s (0.0 tok/s)".
+func TestSampleSpeedLine(t *testing.T) {
+	base := []string{"sample", "--init", refModel, "--tokenizer", "byte", "--device", "cpu", "--threads", "1", "--prompt", "Hi"}
+	for _, c := range []struct {
+		tokens, then string
+	}{{"1", ""}, {"3", " | then 2 tokens x 1 in "}} {
+		code, _, errOut := gpt2go(t, append(base, "--tokens", c.tokens)...)
+		if code != 0 {
+			t.Fatalf("--tokens %s: exit %d: %s", c.tokens, code, errOut)
+		}
+		line := errOut[strings.Index(errOut, "prompt: 2 tokens x 1 in "):]
+		if c.then == "" && strings.Contains(line, "then") || !strings.Contains(line, c.then) {
+			t.Errorf("--tokens %s: speed line %q, want the tokens after the first %q", c.tokens, line, c.then)
+		}
+	}
+}
