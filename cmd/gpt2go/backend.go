@@ -38,7 +38,7 @@ func (d *deviceFlags) register(fs *flag.FlagSet) {
 
 // registerInt8 adds --int8, for the commands that run a GPT-2 forward only (sample, eval).
 func (d *deviceFlags) registerInt8(fs *flag.FlagSet) {
-	fs.BoolVar(&d.int8, "int8", false, "int8 matmul weights, one scale per output channel, and inputs quantized per row: a quarter of the weight bytes (CPU: AVX-512 VNNI or AVX2; GPU: dp4a)")
+	fs.BoolVar(&d.int8, "int8", false, "int8 matmul weights, one scale per output channel, and inputs quantized per row: a quarter of the weight bytes (CPU: AVX-512 VNNI or AVX2; GPU: dp4a); with --precision bf16|fp16, int8 matmuls and 16-bit activations (and KV cache)")
 }
 
 // registerGraphs adds --cuda-graphs, for the commands that run training steps.
