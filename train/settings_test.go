@@ -1,7 +1,10 @@
 package train
 
 import (
+	"bufio"
+	"encoding/json"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -130,4 +133,51 @@ func firstDiff(a, b []float32) int {
 		}
 	}
 	return -1
+}
+
+// Each step's logged lr is LRAt(step-1), the learning rate its update used (LRAt's index is the
+// 0-based update: step 1 is the first warmup step, lr LR/Warmup), through warmup and decay.
+// TestLRSchedule checks LRAt itself; taking LRAt(step) instead was caught only by a loss
+// threshold.
+func TestLoggedLRIsTheSchedule(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Steps, cfg.Warmup, cfg.EvalEvery, cfg.CkptEvery = 6, 3, 0, 0
+	run := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: run}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(run, logFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got := map[int]float64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e struct {
+			Step int      `json:"step"`
+			LR   *float64 `json:"lr"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("bad log line %q: %v", sc.Text(), err)
+		}
+		if e.LR != nil {
+			got[e.Step] = *e.LR
+		}
+	}
+	if len(got) != cfg.Steps {
+		t.Fatalf("logged lr for %d steps, want %d", len(got), cfg.Steps)
+	}
+	// Spelt out for this config: LR 1e-2 reached at index 2 (the third step), then cosine from
+	// index 3 (ratio 0) towards MinLR 1e-3 at index 6.
+	cosine := func(ratio float64) float64 { return 1e-3 + 0.5*(1+math.Cos(math.Pi*ratio))*9e-3 }
+	want := []float64{1e-2 / 3, 2e-2 / 3, 1e-2, 1e-2, cosine(1.0 / 3), cosine(2.0 / 3)}
+	for step := 1; step <= cfg.Steps; step++ {
+		if got[step] != cfg.LRAt(step-1) {
+			t.Errorf("step %d: logged lr %v, want LRAt(%d) = %v", step, got[step], step-1, cfg.LRAt(step-1))
+		}
+		if math.Abs(got[step]-want[step-1]) > 1e-12 {
+			t.Errorf("step %d: logged lr %v, want %v", step, got[step], want[step-1])
+		}
+	}
 }
