@@ -151,15 +151,16 @@ func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	err = printSamples(ctx, model, ids, prompt, tok, opts, numSamples, stdout, stderr)
-	return backend.WithAdvice(err, sampleCacheAdvice(dev.modelPrecision()))
+	return backend.WithAdvice(err, sampleCacheAdvice(dev.modelPrecision(), backend.ElementBytes(be, backend.BF16) < backend.ElementBytes(be, backend.F32)))
 }
 
 // sampleCacheAdvice is what to change when the KV cache does not fit beside the loaded model:
 // it is (samples, prompt + tokens up to the block size) positions in the compute format, which
 // --int8 leaves as it is (the weights, which it shrinks, fitted already), and a 16-bit one
-// halves.
-func sampleCacheAdvice(prec gpt.Precision) string {
-	if prec.Mixed() {
+// halves where the backend stores 16-bit formats in 2 bytes (half16; the CPU keeps them in
+// float32).
+func sampleCacheAdvice(prec gpt.Precision, half16 bool) string {
+	if prec.Mixed() || !half16 {
 		return "use a smaller --num-samples or --tokens, or a smaller model"
 	}
 	return "use a smaller --num-samples or --tokens, a smaller model, or --precision bf16 (a KV cache of half the bytes)"

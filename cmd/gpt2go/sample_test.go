@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpt2go/gpt2go/backend"
+	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/tokenizer"
 )
 
@@ -111,7 +113,7 @@ func TestSampleCacheRefusalAdvice(t *testing.T) {
 	for _, c := range []struct {
 		flags    []string
 		bf16Hint bool
-	}{{nil, true}, {[]string{"--int8"}, true}, {[]string{"--precision", "bf16"}, false}, {[]string{"--int8", "--precision", "bf16"}, false}} {
+	}{{nil, false}, {[]string{"--int8"}, false}, {[]string{"--precision", "bf16"}, false}, {[]string{"--int8", "--precision", "bf16"}, false}} { // the CPU stores bf16 in float32
 		code, out, errOut := gpt2go(t, append(base, c.flags...)...)
 		lines := strings.Split(strings.TrimSpace(errOut), "\n")
 		last := lines[len(lines)-1]
@@ -141,6 +143,20 @@ func TestSampleSpeedLine(t *testing.T) {
 		line := errOut[strings.Index(errOut, "prompt: 2 tokens x 1 in "):]
 		if c.then == "" && strings.Contains(line, "then") || !strings.Contains(line, c.then) {
 			t.Errorf("--tokens %s: speed line %q, want the tokens after the first %q", c.tokens, line, c.then)
+		}
+	}
+}
+
+// A 16-bit --precision is offered for a KV cache that does not fit only where it halves the
+// cache: in fp32 on a backend that stores bf16 in 2 bytes (CUDA), not on the CPU (float32).
+func TestSampleCacheAdviceHalf(t *testing.T) {
+	for _, c := range []struct {
+		prec   gpt.Precision
+		half16 bool
+		want   bool
+	}{{gpt.Precision{}, true, true}, {gpt.Precision{}, false, false}, {gpt.Precision{Compute: backend.BF16}, true, false}} {
+		if got := strings.Contains(sampleCacheAdvice(c.prec, c.half16), "--precision bf16"); got != c.want {
+			t.Errorf("%+v, 2-byte bf16 %v: offers --precision bf16 %v, want %v", c.prec, c.half16, got, c.want)
 		}
 	}
 }
