@@ -140,7 +140,7 @@ type generation struct {
 // tokens, but take the block size's memory however short the generation (GPT-2's 1024 positions,
 // 75 MB per sample in fp32).
 func (g *generation) cacheLen() int {
-	return min(g.ctxLen, g.window+max(0, g.opts.Tokens-1))
+	return min(g.ctxLen, g.window+min(max(0, g.opts.Tokens-1), g.ctxLen)) // (no overflow for --tokens near MaxInt)
 }
 
 // cached generates with kc, the model's KV cache for this batch of cacheLen positions.

@@ -208,3 +208,13 @@ func TestGenerateStatsRates(t *testing.T) {
 		t.Errorf("GenTokPerSec with no tokens %v, want 0", got)
 	}
 }
+
+// The cache length does not overflow for a --tokens near MaxInt (generation until Ctrl-C).
+func TestCacheLenHugeTokens(t *testing.T) {
+	for _, tokens := range []int{math.MaxInt, math.MaxInt - 1, 1 << 62} {
+		g := &generation{ctxLen: 64, window: 3, opts: SampleOptions{Tokens: tokens}}
+		if got := g.cacheLen(); got != 64 {
+			t.Errorf("--tokens %d: cache of %d positions, want the context's 64", tokens, got)
+		}
+	}
+}
