@@ -334,9 +334,16 @@ func SavedArch(dir string) string {
 // and when no run.json says (a checkpoint file kept elsewhere, an llm.c file). It reads run.json
 // alone, verifying nothing, so a command can refuse the wrong family before anything else.
 func RunArch(path string) string {
+	st, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
 	dir := path
-	if st, err := os.Stat(path); err == nil && !st.IsDir() {
-		dir = filepath.Dir(path)
+	if !st.IsDir() {
+		dir = filepath.Dir(path) // a file says its run only from the run's checkpoints folder
+		if _, ok := runOfCheckpointsFolder(dir); !ok {
+			return ""
+		}
 	}
 	if run, ok := runOfCheckpointsFolder(dir); ok {
 		dir = run

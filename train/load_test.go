@@ -381,3 +381,26 @@ func TestInitTruncatedSafetensors(t *testing.T) {
 		}
 	}
 }
+
+// RunArch reads a run's family from the run directory, its checkpoints folder or a checkpoint
+// file in it, and says nothing ("") of anything else.
+func TestRunArch(t *testing.T) {
+	run := t.TempDir()
+	ckpts := filepath.Join(run, "checkpoints")
+	if err := os.MkdirAll(ckpts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"run.json": `{"arch": "bert"}`, "log.jsonl": "{}\n", "checkpoints/step_00000001.safetensors": "x"} {
+		if err := os.WriteFile(filepath.Join(run, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for path, want := range map[string]string{
+		run: "bert", ckpts: "bert", filepath.Join(ckpts, "step_00000001.safetensors"): "bert",
+		filepath.Join(run, "log.jsonl"): "", filepath.Join(run, "run.json"): "", filepath.Join(run, "nope"): "",
+	} {
+		if got := RunArch(path); got != want {
+			t.Errorf("RunArch(%s) = %q, want %q", path, got, want)
+		}
+	}
+}
