@@ -45,6 +45,7 @@ func (t *Trainer) evalHellaSwag(ctx context.Context, step int) error {
 	res, err := h.scorer.Run(ctx, h.items, nil)
 	if err != nil && ctx.Err() != nil {
 		t.bar.Println("step %d: %v, not logged", step, err)
+		t.cutShort = true
 		return nil
 	}
 	if err != nil {

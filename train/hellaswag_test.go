@@ -180,3 +180,22 @@ func TestInterruptCutsHellaSwagAndSample(t *testing.T) {
 		}
 	}
 }
+
+// Ctrl-C during the last step's HellaSwag or sample is not a clean end either: the run says what
+// was dropped (and that the training itself is complete and saved) instead of returning nil.
+func TestInterruptAtTheLastStep(t *testing.T) {
+	cfg := byteConfig(t)
+	cfg.HellaSwag, cfg.HellaSwagEvery, cfg.HellaSwagLimit = hellaSwagItems, 100, 0
+	cfg.SampleEvery, cfg.SampleTokens, cfg.LogEvery = 0, 40, 1
+	dir := filepath.Join(t.TempDir(), "run")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &cancelAt{at: "step 8/8 | loss", cancel: cancel}
+	_, err := Run(ctx, Options{Config: cfg, RunDir: dir, Backend: cpu.New(2), Out: out})
+	if err == nil || !strings.Contains(err.Error(), "interrupted after step 8") || !strings.Contains(err.Error(), "the run is complete") {
+		t.Fatalf("Run: %v; want the interruption after step 8 named", err)
+	}
+	if _, statErr := os.Stat(checkpoint.Path(dir, 8)); statErr != nil {
+		t.Errorf("no checkpoint of step 8: %v", statErr)
+	}
+}

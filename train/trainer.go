@@ -113,6 +113,7 @@ type Trainer struct {
 	log          *os.File
 	logFailed    bool                // a write to log failed (warned once)
 	sampleWarned bool                // a sample did not fit beside the model (warned once)
+	cutShort     bool                // Ctrl-C cut a HellaSwag evaluation or a sample short
 	tb           *tensorboard.Writer // nil when off or after a write failed
 	peak         float64             // the backend's peak FLOP/s (backend.Peaker), 0 if unknown
 	out          io.Writer
@@ -705,6 +706,13 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 		sum.MsPerStep = t.totalMs / float64(t.timedSteps)
 	}
 	sum.Checkpoint = t.last
+	if t.cutShort && ctx.Err() != nil { // Ctrl-C during the last step's host work: not a clean end
+		next := "the run is complete"
+		if t.state.Step < cfg.Steps {
+			next = "continue with --resume " + t.opts.RunDir
+		}
+		return sum, fmt.Errorf("interrupted after step %d, during its HellaSwag evaluation or sample, which were dropped; saved %s; %s", t.state.Step, t.last, next)
+	}
 	return sum, nil
 }
 
@@ -756,6 +764,7 @@ func (t *Trainer) sample(ctx context.Context, step int) error {
 	}, nil)
 	if err != nil && ctx.Err() != nil {
 		t.bar.Println("step %d: sample interrupted, not saved", step)
+		t.cutShort = true
 		return nil
 	}
 	if err != nil {
