@@ -36,7 +36,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	dev.register(fs)
 	dev.registerGraphs(fs)
 	// bench has no data: the model flags' help that speaks of it says what bench does instead.
-	fs.Lookup("vocab-size").Usage = "vocabulary of the random tokens (default 50257, GPT-2's; with --arch bert 30522, bert-base-uncased's), padded only with --pad-vocab, as train pads a dataset's"
+	fs.Lookup("vocab-size").Usage = "vocabulary of the random tokens (default 50257, GPT-2's; with --arch bert 30522, bert-base-uncased's), padded as train pads it: by --pad-vocab, or to the --model preset's size (gpt2*: 50304)"
 	fs.Lookup("arch").Usage = "model family: gpt2 (decoder, next-token prediction) or bert (encoder, masked-language modelling)"
 	fs.Lookup("init").Usage = "time the architecture of these pretrained weights (the steps start from a fresh initialisation): " + train.InitHelp
 	if err := parse(fs, args, stdout); err != nil {

@@ -28,7 +28,7 @@ var envFree = []string{"GPT2GO_SHAKESPEARE", "GPT2GO_CUDA_LIBS", "GPT2GO_MPI_LIB
 // envTestPrefixes mark the variables that the tests and scripts read (GPT2GO_REQUIRE_GPU, ...):
 // not for gpt2go itself, but not a typo either.
 var envTestPrefixes = []string{"GPT2GO_REQUIRE_", "GPT2GO_TEST_", "GPT2GO_MPI_", "GPT2GO_LONG_TESTS",
-	"GPT2GO_CHROMIUM", "GPT2GO_KEEP_SCREENSHOT"}
+	"GPT2GO_CHROMIUM", "GPT2GO_KEEP_SCREENSHOT", "GPT2GO_FIXTURE_PINNED"}
 
 // checkEnv looks at the GPT2GO_ variables in environ (NAME=VALUE entries, as os.Environ gives
 // them). A switch set to a value it does not take is an error; a name gpt2go does not know (a typo,
