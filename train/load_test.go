@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -402,5 +404,57 @@ func TestRunArch(t *testing.T) {
 		if got := RunArch(path); got != want {
 			t.Errorf("RunArch(%s) = %q, want %q", path, got, want)
 		}
+	}
+}
+
+// --force sets the old run aside and deletes it only once the new run's step 0 is saved: when
+// that fails (a full disk), the old run is put back as it was.
+func TestForceRestoresOldRunWhenStepZeroFails(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Steps, cfg.CkptEvery, cfg.EvalEvery = 2, 2, 0
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, TensorBoard: true}); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string][]byte{}
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() != ".lock" {
+			before[path], _ = os.ReadFile(path)
+		}
+		return nil
+	})
+	saveStepZero = func(*Trainer) error { return errors.New("write step 0: no space left on device") }
+	defer func() { saveStepZero = (*Trainer).saveCheckpoint }()
+	bigger := cfg
+	bigger.Model.NumLayers = 3
+	_, err := runTrain(t, Options{Config: bigger, RunDir: dir, Force: true, TensorBoard: true})
+	if err == nil || !strings.Contains(err.Error(), "no space left") || !strings.Contains(err.Error(), "back in place") {
+		t.Fatalf("--force with step 0 failing: %v", err)
+	}
+	after := map[string][]byte{}
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() != ".lock" {
+			after[path], _ = os.ReadFile(path)
+		}
+		return nil
+	})
+	if len(after) != len(before) || len(before) < 4 {
+		t.Errorf("files before %d, after %d", len(before), len(after))
+	}
+	for path, b := range before {
+		if !bytes.Equal(after[path], b) {
+			t.Errorf("%s changed or went", path)
+		}
+	}
+	// Once step 0 is saved, the old run goes, .replaced with it.
+	saveStepZero = (*Trainer).saveCheckpoint
+	if _, err := runTrain(t, Options{Config: bigger, RunDir: dir, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, replacedDir)); !os.IsNotExist(err) {
+		t.Errorf("the replaced run was kept: %v", err)
+	}
+	if events, _ := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*")); len(events) != 0 {
+		t.Errorf("the replaced run's events were kept: %v", events)
 	}
 }

@@ -360,22 +360,78 @@ func recordedLog(dir string) string {
 	return log
 }
 
-// clearOldRun deletes the run in dir that --force replaces: its config, logs (a --log file
-// elsewhere too), samples, profile, report, TensorBoard events and checkpoints.
-func clearOldRun(dir string) error {
-	if log := recordedLog(dir); log != "" {
-		if st, err := os.Stat(log); err == nil && st.Mode().IsRegular() {
-			os.Remove(log) // --log: the run's log, elsewhere (a device such as /dev/null stays)
+// oldRun is a run that --force replaces, set aside until the new run has saved its first
+// checkpoint: then it is deleted (drop), and if the new run fails before, it is put back.
+type oldRun struct {
+	dir   string // the run directory
+	aside string // dir/.replaced, which holds the old run's files meanwhile
+	log   string // the old run's --log file elsewhere ("" for none, or unknown), kept until drop
+}
+
+// replacedDir is the folder of a run directory where --force keeps the old run meanwhile.
+const replacedDir = ".replaced"
+
+// setAsideOldRun moves the run in dir that --force replaces (its config, log, samples, profile,
+// report, TensorBoard events and checkpoints) into dir/.replaced. What a --force killed at this
+// point left there is what it was replacing, and goes.
+func setAsideOldRun(dir string) (*oldRun, error) {
+	old := &oldRun{dir: dir, aside: filepath.Join(dir, replacedDir)}
+	if log := recordedLog(dir); log != "" && log != filepath.Join(dir, logFile) { // (which moves aside)
+		if st, err := os.Stat(log); err == nil && st.Mode().IsRegular() { // (a device such as /dev/null stays)
+			old.log = log
 		}
 	}
-	for _, name := range []string{runFile, logFile, samplesFile, ProfileFile, "report.html"} {
-		os.Remove(filepath.Join(dir, name))
+	if err := os.RemoveAll(old.aside); err != nil {
+		return nil, err
 	}
+	if err := os.Mkdir(old.aside, 0o755); err != nil {
+		return nil, fmt.Errorf("--force: %w", err)
+	}
+	names := []string{runFile, logFile, samplesFile, ProfileFile, "report.html", filepath.Base(checkpoint.Dir(dir))}
 	events, _ := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
-	for _, name := range events {
-		os.Remove(name)
+	for _, e := range events {
+		names = append(names, filepath.Base(e))
 	}
-	return os.RemoveAll(checkpoint.Dir(dir))
+	for _, name := range names {
+		if err := os.Rename(filepath.Join(dir, name), filepath.Join(old.aside, name)); err != nil && !os.IsNotExist(err) {
+			return nil, errors.Join(fmt.Errorf("--force: %w", err), old.restore())
+		}
+	}
+	return old, nil
+}
+
+// restore puts the old run back in place of what the new one wrote (its checkpoints folder).
+func (old *oldRun) restore() error {
+	entries, err := os.ReadDir(old.aside)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(checkpoint.Dir(old.dir)); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.Rename(filepath.Join(old.aside, e.Name()), filepath.Join(old.dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return os.Remove(old.aside)
+}
+
+// drop deletes the old run for good, its --log file elsewhere too.
+func (old *oldRun) drop() error {
+	if old.log != "" {
+		os.Remove(old.log)
+	}
+	return os.RemoveAll(old.aside)
+}
+
+// clearOldRun deletes the run in dir that --force replaces at once.
+func clearOldRun(dir string) error {
+	old, err := setAsideOldRun(dir)
+	if err != nil {
+		return err
+	}
+	return old.drop()
 }
 
 func (t *Trainer) loadForResume() (*checkpoint.Checkpoint, error) {
@@ -500,19 +556,37 @@ func (t *Trainer) initWeights() error {
 	return nil
 }
 
-// startNewRun clears what --force replaces (every check that could refuse the new run has
+// startNewRun replaces the run --force names (every check that could refuse the new run has
 // passed: its config, data, model and --init weights) and saves the initial weights as step 0.
+// The old run is set aside first and deleted only once step 0 is saved: a failure to save it
+// (a full disk) puts the old run back.
 func (t *Trainer) startNewRun() error {
+	var old *oldRun
 	if t.rank0() && t.opts.Force {
-		if err := clearOldRun(t.opts.RunDir); err != nil {
+		var err error
+		if old, err = setAsideOldRun(t.opts.RunDir); err != nil {
 			return err
 		}
 	}
 	if t.cfg.CkptEvery > 0 || t.cfg.Steps == 0 { // --steps 0: a run of its initial weights
-		return t.saveCheckpoint()
+		if err := saveStepZero(t); err != nil {
+			if old == nil {
+				return err
+			}
+			if rerr := old.restore(); rerr != nil {
+				return fmt.Errorf("%w; and putting back the run --force was replacing failed: %v (its files are in %s)", err, rerr, old.aside)
+			}
+			return fmt.Errorf("%w (the run --force was replacing is back in place)", err)
+		}
+	}
+	if old != nil {
+		return old.drop()
 	}
 	return nil
 }
+
+// saveStepZero saves a new run's initial weights; tests make it fail.
+var saveStepZero = (*Trainer).saveCheckpoint
 
 func (t *Trainer) restore(ck *checkpoint.Checkpoint) error {
 	if !ck.HasMoments() {
