@@ -199,3 +199,22 @@ func TestInterruptAtTheLastStep(t *testing.T) {
 		t.Errorf("no checkpoint of step 8: %v", statErr)
 	}
 }
+
+// A sample that cannot be written to samples.txt (a full disk) is said once and the run goes on:
+// it stopped the run, without a checkpoint since the last.
+func TestSamplesFileFailureWarns(t *testing.T) {
+	cfg := byteConfig(t)
+	cfg.SampleEvery, cfg.SampleTokens, cfg.CkptEvery = 2, 8, 0
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := os.MkdirAll(filepath.Join(dir, samplesFile), 0o755); err != nil { // not a file: every write fails
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	sum, err := Run(context.Background(), Options{Config: cfg, RunDir: dir, Backend: cpu.New(2), Out: &out})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if sum.Checkpoint == "" || strings.Count(out.String(), "warning: "+filepath.Join(dir, samplesFile)) != 1 {
+		t.Errorf("checkpoint %q; output:\n%s", sum.Checkpoint, out.String())
+	}
+}

@@ -98,29 +98,30 @@ type Summary struct {
 
 // Trainer owns one run.
 type Trainer struct {
-	cfg          Config
-	opts         Options
-	be           backend.Backend
-	task         task           // the model family's forward and backward (task.go)
-	w            *gpt.Trainable // the model's parameters, gradients and moments
-	model        *gpt.Model     // the GPT-2 model (samples, HellaSwag); nil for BERT
-	ds           *data.Dataset
-	train        *data.Loader
-	val          *data.Loader
-	text         *textCodec
-	hellaswag    *hellaSwag // nil unless --eval-hellaswag-every
-	state        State
-	log          *os.File
-	logFailed    bool                // a write to log failed (warned once)
-	sampleWarned bool                // a sample did not fit beside the model (warned once)
-	cutShort     bool                // Ctrl-C cut a HellaSwag evaluation or a sample short
-	tb           *tensorboard.Writer // nil when off or after a write failed
-	peak         float64             // the backend's peak FLOP/s (backend.Peaker), 0 if unknown
-	out          io.Writer
-	bar          *progress.Bar
-	saveChunk    []float32 // writeCheckpoint's download buffer (backends without HostMemory)
-	last         string    // path of the newest checkpoint
-	lock         *checkpoint.RunLock
+	cfg           Config
+	opts          Options
+	be            backend.Backend
+	task          task           // the model family's forward and backward (task.go)
+	w             *gpt.Trainable // the model's parameters, gradients and moments
+	model         *gpt.Model     // the GPT-2 model (samples, HellaSwag); nil for BERT
+	ds            *data.Dataset
+	train         *data.Loader
+	val           *data.Loader
+	text          *textCodec
+	hellaswag     *hellaSwag // nil unless --eval-hellaswag-every
+	state         State
+	log           *os.File
+	logFailed     bool                // a write to log failed (warned once)
+	sampleWarned  bool                // a sample did not fit beside the model (warned once)
+	cutShort      bool                // Ctrl-C cut a HellaSwag evaluation or a sample short
+	samplesFailed bool                // a write to samples.txt failed (warned once)
+	tb            *tensorboard.Writer // nil when off or after a write failed
+	peak          float64             // the backend's peak FLOP/s (backend.Peaker), 0 if unknown
+	out           io.Writer
+	bar           *progress.Bar
+	saveChunk     []float32 // writeCheckpoint's download buffer (backends without HostMemory)
+	last          string    // path of the newest checkpoint
+	lock          *checkpoint.RunLock
 
 	// Data parallel (dist.go).
 	comm           dist.Comm
@@ -852,13 +853,19 @@ func (t *Trainer) sample(ctx context.Context, step int) error {
 	if t.tb != nil {
 		t.tensorBoardDone(t.tb.Text(int64(step), "samples", tensorboard.Preformatted(text)))
 	}
-	f, err := os.OpenFile(filepath.Join(t.opts.RunDir, samplesFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
+	// samples.txt is a convenience beside the log: a write that fails (a full disk) is said once,
+	// as the log's are, and the run goes on to its next checkpoint.
+	path := filepath.Join(t.opts.RunDir, samplesFile)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err == nil {
+		_, err = fmt.Fprintf(f, "---- step %d ----\n%s\n", step, text)
+		err = errors.Join(err, f.Close())
 	}
-	defer f.Close()
-	_, err = fmt.Fprintf(f, "---- step %d ----\n%s\n", step, text)
-	return err
+	if err != nil && !t.samplesFailed {
+		t.samplesFailed = true
+		t.bar.Println("warning: %s lost step %d's sample (printed above) and may lose more: %v", path, step, err)
+	}
+	return nil
 }
 
 func (t *Trainer) writeLog(entry map[string]any) {
