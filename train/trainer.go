@@ -877,10 +877,32 @@ func (t *Trainer) writeLog(entry map[string]any) {
 	if err != nil {
 		b, _ = json.Marshal(map[string]any{"step": entry["step"], "error": "unloggable entry: " + err.Error()})
 	}
-	if _, err := t.log.Write(append(b, '\n')); err != nil && !t.logFailed {
+	if err := appendLine(t.log, append(b, '\n')); err != nil && !t.logFailed {
 		t.logFailed = true // said once; the run goes on (a resume drops a torn line)
 		fmt.Fprintf(t.out, "warning: the log %s lost step %v's entry and may lose more: %v\n", t.logPath(), entry["step"], err)
 	}
+}
+
+// appendable is a log file that appendLine writes to: an *os.File opened for appending.
+type appendable interface {
+	io.Writer
+	Stat() (os.FileInfo, error)
+	Truncate(size int64) error
+}
+
+// appendLine appends line to f whole or not at all: a write that fails part-way (a full disk) is
+// cut back to where it began, so that the next entry, once there is room, does not start inside
+// a torn one (which the plots would refuse as not JSON). A device such as /dev/null is written
+// as it is.
+func appendLine(f appendable, line []byte) error {
+	st, serr := f.Stat()
+	_, err := f.Write(line)
+	if err != nil && serr == nil && st.Mode().IsRegular() {
+		if terr := f.Truncate(st.Size()); terr != nil {
+			err = fmt.Errorf("%w (and a torn line stays: %v)", err, terr)
+		}
+	}
+	return err
 }
 
 // sanitize replaces NaN/Inf (which JSON cannot hold) with strings.
