@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 )
 
 // Write creates or replaces path with what fill writes, creating its folder if need be (an
@@ -21,16 +22,15 @@ import (
 func Write(path string, fill func(w io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create the folder of %s: %w", path, err)
+		return fmt.Errorf("create the folder of %s: %w%s", path, err, Hint(err))
 	}
 	perm, replacing := fs.FileMode(0o644), false
-	// Lstat: a symbolic link at path is replaced as a new file would be.
 	if st, err := os.Lstat(path); err == nil && st.Mode().IsRegular() {
 		perm, replacing = st.Mode().Perm(), true
 	}
 	tmp, err := createTemp(dir, "."+filepath.Base(path)+".tmp-", perm)
 	if err != nil {
-		return fmt.Errorf("create temp file for %s: %w", path, err)
+		return fmt.Errorf("create a file in %s for %s: %w%s", dir, filepath.Base(path), unwrapPath(err), Hint(err))
 	}
 	defer func() {
 		if err != nil {
@@ -38,26 +38,54 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
+	// The temp file's name means nothing to the user: errors name path, and say what to do
+	// about a full or read-only disk.
+	failed := func(what string, err error) error {
+		if pe, ok := err.(*fs.PathError); ok && pe.Path == tmp.Name() {
+			err = pe.Err
+		}
+		return fmt.Errorf("%s %s: %w%s", what, path, err, Hint(err))
+	}
 	bw := bufio.NewWriterSize(tmp, 1<<20)
 	if err = fill(bw); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return failed("write", err)
 	}
 	if err = bw.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return failed("write", err)
 	}
 	if replacing {
 		_ = tmp.Chmod(perm) // past the umask; best effort (FAT and CIFS mounts fix modes)
 	}
 	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", path, err)
+		return failed("fsync", err)
 	}
 	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", path, err)
+		return failed("close", err)
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename into %s: %w", path, err)
+		return failed("rename into", err)
 	}
 	return syncDir(dir)
+}
+
+// Hint is what to do about err when it is a full disk, an exhausted quota or a read-only file
+// system ("; ..." to append to a message), else "".
+func Hint(err error) string {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return "; the disk is full: free space on it, or write elsewhere"
+	case errors.Is(err, syscall.EROFS):
+		return "; the file system is read-only: write elsewhere"
+	}
+	return ""
+}
+
+// unwrapPath drops the *fs.PathError around err, whose path is a temp name.
+func unwrapPath(err error) error {
+	if pe, ok := err.(*fs.PathError); ok {
+		return pe.Err
+	}
+	return err
 }
 
 // createTemp creates a new file prefix+random in dir with mode perm (less the umask), as

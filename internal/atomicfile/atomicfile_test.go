@@ -2,9 +2,11 @@ package atomicfile
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -74,5 +76,25 @@ func TestWriteCreatesTheFolder(t *testing.T) {
 	}
 	if err := WriteBytes(filepath.Join(path, "g.bin"), []byte("y")); err == nil {
 		t.Error("a file under a regular file was written")
+	}
+}
+
+// A full disk or a read-only file system is said with what to do, and the error names the file,
+// not the temp file it was being written as.
+func TestWriteSaysWhatToDoAboutTheDisk(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.bin")
+	err := Write(path, func(w io.Writer) error { return &os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC} })
+	if err == nil || !strings.Contains(err.Error(), "write "+path) || !strings.Contains(err.Error(), "the disk is full: free space on it, or write elsewhere") {
+		t.Errorf("ENOSPC: %v", err)
+	}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{syscall.EDQUOT, "the disk is full"}, {fmt.Errorf("x: %w", syscall.EROFS), "read-only: write elsewhere"}, {errors.New("other"), ""},
+	} {
+		if got := Hint(c.err); c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("Hint(%v) = %q, want %q", c.err, got, c.want)
+		}
 	}
 }
