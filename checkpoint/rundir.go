@@ -17,6 +17,10 @@ import (
 // all, which for a trainer means "start from scratch" rather than "something is broken".
 var ErrNoCheckpoint = errors.New("no checkpoints")
 
+// ErrNoneUsable is wrapped by LoadLatest's error when the run has checkpoints but every one is
+// damaged.
+var ErrNoneUsable = errors.New("no usable checkpoint")
+
 // Dir is the directory holding a run's checkpoints: RUNDIR/checkpoints.
 func Dir(runDir string) string { return filepath.Join(runDir, "checkpoints") }
 
@@ -119,7 +123,7 @@ func loadLatest(runDir string, load func(string) (*Checkpoint, error)) (c *Check
 		}
 		return c, e.Path, warnings, nil
 	}
-	return nil, "", warnings, fmt.Errorf("none of the %d checkpoints in %s is usable", len(entries), Dir(runDir))
+	return nil, "", warnings, fmt.Errorf("%w: none of the %d checkpoints in %s is (the warnings say why)", ErrNoneUsable, len(entries), Dir(runDir))
 }
 
 // passedOverError is a checkpoint LoadLatest passed over, worded for the warning its callers

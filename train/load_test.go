@@ -458,3 +458,28 @@ func TestForceRestoresOldRunWhenStepZeroFails(t *testing.T) {
 		t.Errorf("the replaced run's events were kept: %v", events)
 	}
 }
+
+// A run whose every checkpoint is damaged says why each was passed over and what to do next.
+func TestResumeWithNoUsableCheckpoint(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Steps, cfg.CkptEvery, cfg.KeepCkpts, cfg.EvalEvery = 4, 4, 0, 0
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := checkpoint.List(dir)
+	for _, e := range entries {
+		b, _ := os.ReadFile(e.Path)
+		b[len(b)-10] ^= 0xff
+		os.WriteFile(e.Path, b, 0o644)
+	}
+	cfg.Steps = 8
+	var out strings.Builder
+	_, err := runTrain(t, Options{Config: cfg, RunDir: dir, Resume: true, Set: map[string]bool{"steps": true}, Out: &out})
+	if err == nil || !errors.Is(err, checkpoint.ErrNoneUsable) || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("resume with every checkpoint damaged: %v", err)
+	}
+	if n := strings.Count(out.String(), "warning: skipping"); n != len(entries) {
+		t.Errorf("%d warnings for %d damaged checkpoints:\n%s", n, len(entries), out.String())
+	}
+}

@@ -446,11 +446,14 @@ func (t *Trainer) loadForResume() (*checkpoint.Checkpoint, error) {
 	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		return nil, fmt.Errorf("resume %s: %w: the run saved none (killed before its first, or --ckpt-every 0), so there is nothing to continue; start it again with --out %s --force", dir, err, dir)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("resume %s: %w", dir, err)
-	}
 	for _, w := range warnings {
 		fmt.Fprintf(t.out, "warning: skipping %v\n", w)
+	}
+	if errors.Is(err, checkpoint.ErrNoneUsable) {
+		return nil, fmt.Errorf("resume %s: %w; the run cannot continue: start it again with --out %s --force, or train into a new --out", dir, err, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resume %s: %w", dir, err)
 	}
 	if err := t.resumeFrom(ck, path); err != nil {
 		ck.Close()
