@@ -305,7 +305,7 @@ func checkOut(out string) error {
 // shell may be in it).
 func install(staging, out string) error {
 	if err := os.Rename(staging, out); err == nil {
-		return nil
+		return atomicfile.SyncDir(filepath.Dir(out)) // the rename itself survives a power loss
 	}
 	if err := checkOut(out); err != nil {
 		return err
@@ -332,7 +332,7 @@ func install(staging, out string) error {
 		return fmt.Errorf("prepare: replace %s: %w; it holds the old dataset still", out, err)
 	}
 	os.RemoveAll(aside) // the old dataset; the new one is in place whatever this does
-	return nil
+	return atomicfile.SyncDir(out)
 }
 
 // rename is os.Rename; tests make it fail.

@@ -65,7 +65,7 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return failed("rename into", err)
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
 // Hint is what to do about err when it is a full disk, an exhausted quota or a read-only file
@@ -126,7 +126,8 @@ func WriteBytes(path string, data []byte) error {
 	})
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs the folder dir, so that the renames and creations in it survive a power loss.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("open dir %s for fsync: %w", dir, err)
