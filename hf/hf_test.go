@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -572,6 +573,61 @@ func TestIsWeightsFile(t *testing.T) {
 	} {
 		if got := hf.IsWeightsFile(path); got != want {
 			t.Errorf("IsWeightsFile(%s) = %v, want %v", path, got, want)
+		}
+	}
+}
+
+// An export over an earlier one that fails half-way (its weights written, then config.json
+// refused) leaves the earlier export as it was, every file, and no staging folder beside it: not
+// the new weights beside the old config. With other files in the folder too (moved one at a
+// time); those stay.
+func TestWriteFailureKeepsOldExport(t *testing.T) {
+	small := gpt.Config{BlockSize: 24, VocabSize: 257, PaddedVocabSize: 384, NumLayers: 1, NumHeads: 2, Channels: 10}
+	big := small
+	big.NumLayers = 3
+	for _, extra := range []bool{false, true} {
+		parent := t.TempDir()
+		dir := filepath.Join(parent, "hf")
+		if _, err := hf.Write(dir, big, randomModel(big, 1), tokenizer.Byte()); err != nil {
+			t.Fatal(err)
+		}
+		if extra {
+			os.WriteFile(filepath.Join(dir, "README.md"), []byte("mine"), 0o644)
+		}
+		snapshot := func() map[string][]byte {
+			m := map[string][]byte{}
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				m[e.Name()], _ = os.ReadFile(filepath.Join(dir, e.Name()))
+			}
+			return m
+		}
+		before := snapshot()
+		restore := hf.SetWriteFile(func(path string, data []byte) error {
+			if filepath.Base(path) == hf.ConfigFile {
+				return errors.New("disk full")
+			}
+			return os.WriteFile(path, data, 0o644)
+		})
+		_, err := hf.Write(dir, small, randomModel(small, 2), tokenizer.Byte())
+		restore()
+		if err == nil || !strings.Contains(err.Error(), "disk full") {
+			t.Fatalf("export with config.json failing: %v", err)
+		}
+		after := snapshot()
+		if len(after) != len(before) {
+			t.Errorf("other files: %v; the folder held %d files, now %d", extra, len(before), len(after))
+		}
+		for name, b := range before {
+			if !bytes.Equal(after[name], b) {
+				t.Errorf("other files: %v; %s changed by the failed export", extra, name)
+			}
+		}
+		if m, err := hf.Read(dir); err != nil || m.Config != big {
+			t.Errorf("other files: %v; the old export reads back as %+v (%v)", extra, m, err)
+		}
+		if entries, _ := os.ReadDir(parent); len(entries) != 1 {
+			t.Errorf("other files: %v; left beside the export: %v", extra, entries)
 		}
 	}
 }

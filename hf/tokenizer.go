@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"github.com/gpt2go/gpt2go/gpt"
-	"github.com/gpt2go/gpt2go/internal/atomicfile"
 	"github.com/gpt2go/gpt2go/tokenizer"
 )
 
@@ -218,7 +217,7 @@ func writeTokenizer(dir string, tok tokenizer.Tokenizer, cfg gpt.Config) (files 
 		name string
 		data []byte
 	}{{VocabFile, v.vocabJSON()}, {MergesFile, v.mergesTxt()}, {TokenizerConfigFile, tcfg}} {
-		if err := atomicfile.WriteBytes(filepath.Join(dir, f.name), f.data); err != nil {
+		if err := writeFile(filepath.Join(dir, f.name), f.data); err != nil {
 			return nil, "", err
 		}
 		files = append(files, f.name)

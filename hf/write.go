@@ -1,10 +1,8 @@
 package hf
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,7 +28,8 @@ type Written struct {
 // names GPT2LMHeadModel.save_pretrained writes, "transformer." prefix, Conv1D weights (in, out),
 // the padded vocabulary rows dropped, the tied lm_head left out as save_pretrained leaves it
 // out), and, when tok is GPT-2's or the byte tokenizer, vocab.json and merges.txt for
-// GPT2Tokenizer. tok may be nil. Every file is written atomically; dir is created if needed.
+// GPT2Tokenizer. tok may be nil. The files replace an earlier export in dir all together or not
+// at all (atomicfile.WriteDir; the folder's other files stay); dir is created if needed.
 func Write(dir string, cfg gpt.Config, params []float32, tok tokenizer.Tokenizer) (*Written, error) {
 	if len(params) != cfg.NumParams() {
 		return nil, fmt.Errorf("write hf model: %d params, config needs %d", len(params), cfg.NumParams())
@@ -47,9 +46,6 @@ func WriteFrom(dir string, cfg gpt.Config, read gpt.ParamsReader, tok tokenizer.
 	if cfg.NoPositionalEmbs {
 		return nil, fmt.Errorf("the model was trained without position embeddings, which GPT-2's format cannot express")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("export: %w", err)
-	}
 	confTok := tok
 	if tok != nil && !cfg.VocabFits(tok.VocabSize()) {
 		confTok = nil // its EOT and [PAD] ids would name other tokens in config.json (writeTokenizer says why)
@@ -58,31 +54,35 @@ func WriteFrom(dir string, cfg gpt.Config, read gpt.ParamsReader, tok tokenizer.
 	if err != nil {
 		return nil, err
 	}
-	// The weights first: their reader can still fail (a checksum checked at the end, a truncated
-	// file), and a config.json written before them would sit beside the folder's old weights.
-	if err := writeWeights(filepath.Join(dir, WeightsFile), cfg, read); err != nil {
-		return nil, err
-	}
-	if err := atomicfile.WriteBytes(filepath.Join(dir, ConfigFile), conf); err != nil {
-		return nil, err
-	}
+	// The files go into a staging folder that then replaces the folder's old export as a whole:
+	// a failure half-way (the weights' reader finds a bad checksum at the end, a full disk at
+	// config.json) leaves the old export as it was, not new weights beside an old config.
 	out := &Written{Files: []string{ConfigFile, WeightsFile}}
-	files, why, err := writeTokenizer(dir, tok, cfg)
-	if err != nil {
-		return nil, err
-	}
-	out.Files = append(out.Files, files...)
-	out.NoTokenizer = why
-	if why != "" {
-		// A tokenizer an earlier export (or a Hub snapshot) left here belongs to another model:
-		// AutoTokenizer would load it beside this one's weights.
+	err = atomicfile.WriteDir(dir, isExportFile, func(staging string) error {
+		if err := writeWeights(filepath.Join(staging, WeightsFile), cfg, read); err != nil {
+			return err
+		}
+		if err := writeFile(filepath.Join(staging, ConfigFile), conf); err != nil {
+			return err
+		}
+		files, why, err := writeTokenizer(staging, tok, cfg)
+		if err != nil {
+			return err
+		}
+		out.Files = append(out.Files, files...)
+		out.NoTokenizer = why
+		// A tokenizer an earlier export (or a Hub snapshot) left here that this export does not
+		// write again belongs to another model (AutoTokenizer would load it beside this one's
+		// weights): it goes with the old export.
 		for _, name := range staleTokenizerFiles {
-			if err := os.Remove(filepath.Join(dir, name)); err == nil {
+			if _, err := os.Lstat(filepath.Join(dir, name)); err == nil && !slices.Contains(files, name) {
 				out.Removed = append(out.Removed, name)
-			} else if !errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("export: remove the old %s: %w", name, err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil // (atomicfile writes files readable by all: an export is made to be shared)
 }
@@ -155,3 +155,12 @@ func writeWeights(path string, cfg gpt.Config, read gpt.ParamsReader) error {
 
 // staleTokenizerFiles are the tokenizer files transformers reads from a model folder.
 var staleTokenizerFiles = []string{VocabFile, MergesFile, TokenizerConfigFile, "tokenizer.json", "special_tokens_map.json", "added_tokens.json"}
+
+// isExportFile reports whether name is one of the files of an export, which the next export
+// into its folder replaces or removes; the folder's other files stay.
+func isExportFile(name string) bool {
+	return name == ConfigFile || name == WeightsFile || slices.Contains(staleTokenizerFiles, name)
+}
+
+// writeFile is atomicfile.WriteBytes; tests make it fail.
+var writeFile = atomicfile.WriteBytes
