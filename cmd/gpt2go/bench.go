@@ -1,7 +1,9 @@
 package main
 
 import (
+	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,10 +13,11 @@ import (
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/backend/cpu"
 	"github.com/gpt2go/gpt2go/backend/cuda"
+	"github.com/gpt2go/gpt2go/internal/atomicfile"
 	"github.com/gpt2go/gpt2go/train"
 )
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("bench")
 	var mf modelFlags
 	var dev deviceFlags
@@ -97,7 +100,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer func() {
+		if perr := stop(); err == nil {
+			err = perr
+		} else if perr != nil {
+			fmt.Fprintf(stderr, "warning: %v\n", perr)
+		}
+	}()
 	// The budget before the model allocates, for the micro-batch that would fit.
 	budget := backend.BudgetOf(be)
 	res, err := train.BenchRun(ctx, be, run, warmup, steps, !dev.graphs)
@@ -175,20 +184,124 @@ func printTuned(w io.Writer, shapes []cuda.TunedShape, cache string) {
 var ladderSelfEnv []string
 
 // startCPUProfile starts a Go CPU profile into path (nothing when path is empty); stop ends it
-// and closes the file.
-func startCPUProfile(path string) (stop func(), err error) {
+// and puts the profile in place, the way atomicfile writes every output: into a temp file beside
+// path, fsynced and renamed over it only when whole, so that a full disk leaves the old file and
+// an error, not a torn profile and exit 0. path is refused up front where it would replace a
+// run's files or a file that is not a CPU profile (a checkpoint given by mistake).
+func startCPUProfile(path string) (stop func() error, err error) {
 	if path == "" {
-		return func() {}, nil
+		return func() error { return nil }, nil
 	}
-	f, err := os.Create(path)
+	if err := checkProfileOutput(path); err != nil {
+		return nil, err
+	}
+	started, done, result := make(chan error, 1), make(chan struct{}), make(chan error, 1)
+	go func() {
+		result <- writeProfile(path, func(w io.Writer) error {
+			sw := &stickyWriter{w: w} // pprof drops its writer's errors
+			if err := pprof.StartCPUProfile(sw); err != nil {
+				started <- err
+				return err
+			}
+			started <- nil
+			<-done
+			pprof.StopCPUProfile()
+			return sw.err
+		})
+	}()
+	select {
+	case err = <-started:
+	case err = <-result: // the temp file could not be made
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	return func() error {
+		close(done)
+		if err := <-result; err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+// writeProfile is atomicfile.Write; tests make the writes fail.
+var writeProfile = atomicfile.Write
+
+// stickyWriter keeps the first error of its writer and fails every later write with it.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	n, err := s.w.Write(p)
+	s.err = err
+	return n, err
+}
+
+// checkProfileOutput refuses a --cpuprofile path that is a run's folder, checkpoint or log (as
+// every output is refused), a folder, or an existing file other than a Go CPU profile (a torn
+// one included): a gzip stream of protobuf fields of pprof's Profile message. An empty file
+// holds nothing to lose.
+func checkProfileOutput(path string) error {
+	if err := checkOutputFile(path, "--cpuprofile", "cpu.prof"); err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // nothing to replace, or the write says what is wrong
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+		return nil
+	}
+	if !isProfile(f) {
+		return fmt.Errorf("--cpuprofile %s exists and is not a Go CPU profile; choose another path (an earlier profile is replaced)", path)
+	}
+	return nil
+}
+
+// isProfile reports whether r starts as a gzip-compressed pprof profile: its first 64 KiB (or
+// all of it) are protobuf fields numbered as Profile's (1-15), each a varint or a length-
+// delimited value, the last one possibly cut off there.
+func isProfile(r io.Reader) bool {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return false
+	}
+	b := make([]byte, 64<<10)
+	n, _ := io.ReadFull(zr, b) // a torn profile is still one
+	b = b[:n]
+	fields := 0
+	for len(b) > 0 {
+		tag, k := binary.Uvarint(b)
+		if k <= 0 || tag>>3 < 1 || tag>>3 > 15 {
+			return false
+		}
+		b = b[k:]
+		switch tag & 7 {
+		case 0:
+			if _, k = binary.Uvarint(b); k <= 0 {
+				return len(b) < 10 && fields > 0 // cut off
+			}
+			b = b[k:]
+		case 2:
+			size, k := binary.Uvarint(b)
+			if k <= 0 {
+				return len(b) < 10 && fields > 0
+			}
+			b = b[k:]
+			b = b[min(uint64(len(b)), size):]
+		default:
+			return false
+		}
+		fields++
+	}
+	return fields > 0
 }
 
 // positiveVocab refuses a given --vocab-size below 1 (bench and profile, whose tokens are

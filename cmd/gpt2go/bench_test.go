@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -65,11 +69,15 @@ func TestBenchText(t *testing.T) {
 	}
 }
 
-// train --cpuprofile writes a Go CPU profile (a gzip stream) of the run.
+// train --cpuprofile writes a Go CPU profile (a gzip stream) of the run, and replaces an
+// earlier one. It refuses up front a path that is not a profile (a checkpoint given by
+// mistake), a run's file or folder, or a folder, and leaves it as it was.
 func TestTrainCPUProfile(t *testing.T) {
 	dir := t.TempDir()
 	prof := filepath.Join(dir, "cpu.prof")
-	mustRun(t, trainArgs(prepared(t), filepath.Join(dir, "run"), "--steps", "3", "--cpuprofile", prof)...)
+	os.WriteFile(prof, nil, 0o644) // an empty file: nothing to lose
+	data := prepared(t)
+	mustRun(t, trainArgs(data, filepath.Join(dir, "run"), "--steps", "3", "--cpuprofile", prof)...)
 	b, err := os.ReadFile(prof)
 	if err != nil {
 		t.Fatal(err)
@@ -77,9 +85,71 @@ func TestTrainCPUProfile(t *testing.T) {
 	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 		t.Fatalf("--cpuprofile wrote %d bytes that are not a gzip-compressed profile", len(b))
 	}
-	mustFail(t, "--cpuprofile", trainArgs(prepared(t), filepath.Join(dir, "run2"), "--steps", "1",
-		"--cpuprofile", filepath.Join(dir, "no-such-dir", "cpu.prof"))...)
+	if err := checkProfileOutput(prof); err != nil {
+		t.Errorf("an earlier profile is refused: %v", err)
+	}
+	notProfile := filepath.Join(dir, "model.safetensors")
+	os.WriteFile(notProfile, []byte("weights"), 0o644)
+	gz := filepath.Join(dir, "notes.gz") // gzip, but not a profile
+	os.WriteFile(gz, gzipped("notes"), 0o644)
+	ckpt := filepath.Join(dir, "run", "checkpoints", "step_00000003.safetensors")
+	for path, want := range map[string]string{
+		notProfile: "is not a Go CPU profile", gz: "is not a Go CPU profile",
+		ckpt: "would overwrite part of the training run", filepath.Join(dir, "run"): "would overwrite part of the training run",
+		dir: "is a folder",
+	} {
+		before, _ := os.ReadFile(path)
+		mustFail(t, want, trainArgs(data, filepath.Join(dir, "run2"), "--steps", "1", "--cpuprofile", path)...)
+		if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+			t.Errorf("--cpuprofile %s changed it", path)
+		}
+	}
 }
+
+// A profile whose writes fail (a full disk) is an error when the profile stops, and the earlier
+// profile at the path stays as it was, with no temp file beside it: not a torn profile and
+// exit 0.
+func TestCPUProfileWriteFailure(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "cpu.prof")
+	old := gzipped("\x0a\x04\x08\x01\x10\x02") // a profile's first field, sample_type
+	os.WriteFile(prof, old, 0o644)
+	if err := checkProfileOutput(prof); err != nil {
+		t.Fatalf("the earlier profile is refused: %v", err)
+	}
+	w := writeProfile
+	defer func() { writeProfile = w }()
+	full := errors.New("no space left on device")
+	writeProfile = func(path string, fill func(io.Writer) error) error {
+		return w(path, func(io.Writer) error { return fill(failingWriter{full}) })
+	}
+	stop, err := startCPUProfile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); !errors.Is(err, full) || !strings.Contains(err.Error(), "--cpuprofile") {
+		t.Errorf("stop: %v, want the write's error, naming --cpuprofile", err)
+	}
+	if b, _ := os.ReadFile(prof); !bytes.Equal(b, old) {
+		t.Errorf("the earlier profile became %d bytes", len(b))
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("left in the folder: %v", entries)
+	}
+}
+
+// gzipped returns s as a gzip stream.
+func gzipped(s string) []byte {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	zw.Write([]byte(s))
+	zw.Close()
+	return b.Bytes()
+}
+
+type failingWriter struct{ err error }
+
+func (f failingWriter) Write([]byte) (int, error) { return 0, f.err }
 
 // bench --verbose on a GPU lists the matmul algorithms it timed, with the gain over cuBLASLt's
 // first choice per shape and for one call of each.

@@ -348,6 +348,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			bertData = train.SavedArch(resumeDir) == "bert"
 		}
 	}
+	if cpuProfile != "" { // before data is prepared: a wrong path should not wait for it
+		if err := checkProfileOutput(cpuProfile); err != nil {
+			return err
+		}
+	}
 	if bertData && cfg.HellaSwagEvery > 0 { // before --hellaswag val is downloaded
 		return train.ErrBERTHellaSwag
 	}
@@ -444,7 +449,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return err
 	}
 	sum, err := train.Run(ctx, opts)
-	stop()
+	if perr := stop(); err == nil {
+		err = perr
+	} else if perr != nil {
+		fmt.Fprintf(stderr, "warning: %v\n", perr)
+	}
 	if err != nil {
 		return err
 	}
