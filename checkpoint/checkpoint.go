@@ -365,6 +365,17 @@ func (e *loadError) Error() string {
 
 func (e *loadError) Unwrap() error { return e.kind }
 
+// Problem returns what a Load error says is wrong with its file ("is corrupt (checksum
+// mismatch)", "is truncated (...)"), without the path and the advice, for a list of files;
+// another error's text for other errors.
+func Problem(err error) string {
+	var le *loadError
+	if errors.As(err, &le) {
+		return le.problem
+	}
+	return err.Error()
+}
+
 // olderAdvice is what to do about a damaged checkpoint: take an older one, as LoadLatest does
 // itself for a run directory.
 const olderAdvice = "use an older checkpoint"

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -115,23 +116,42 @@ func Build(opts Options) (*Page, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The attention maps use the oldest and newest checkpoints that verify, passing over damaged
+	// ones as sample, eval and attn do for a run folder; those the table marks.
+	damaged := map[string]string{}
+	first, last := -1, -1
+	if opts.Attention != nil && len(ckpts) >= 2 {
+		last = usable(ckpts, len(ckpts)-1, 0, -1, damaged)
+		if last > 0 {
+			first = usable(ckpts, 0, last-1, 1, damaged)
+		}
+	}
 	for _, c := range ckpts {
 		size := "?"
 		if st, err := os.Stat(c.Path); err == nil {
 			size = fmt.Sprintf("%.1f MB", float64(st.Size())/1e6)
 		}
-		p.Ckpts = append(p.Ckpts, KV{fmt.Sprintf("step %d", c.Step), filepath.Base(c.Path) + " (" + size + ")"})
+		v := filepath.Base(c.Path) + " (" + size + ")"
+		if problem, ok := damaged[c.Path]; ok {
+			v += ": " + problem + "; passed over"
+		}
+		p.Ckpts = append(p.Ckpts, KV{fmt.Sprintf("step %d", c.Step), v})
 	}
 	switch {
 	case opts.Attention == nil:
 	case len(ckpts) < 2:
 		p.Notes = append(p.Notes, "Attention maps need two checkpoints (the initial one and a trained one); this run has "+strconv.Itoa(len(ckpts))+".")
+	case first < 0:
+		p.Notes = append(p.Notes, fmt.Sprintf("Attention maps need two usable checkpoints; %d of this run's %d are damaged (see Checkpoints).", len(damaged), len(ckpts)))
 	default:
+		if len(damaged) > 0 {
+			p.Notes = append(p.Notes, fmt.Sprintf("%d damaged checkpoint(s) passed over (see Checkpoints): the attention maps compare steps %d and %d.", len(damaged), ckpts[first].Step, ckpts[last].Step))
+		}
 		text := opts.AttentionText
 		if text == "" {
 			text = defaultAttentionText(p.Samples)
 		}
-		png, caption, err := opts.Attention(ckpts[0].Path, ckpts[len(ckpts)-1].Path, text)
+		png, caption, err := opts.Attention(ckpts[first].Path, ckpts[last].Path, text)
 		if err != nil {
 			p.Notes = append(p.Notes, "Attention maps left out: "+err.Error())
 		} else {
@@ -434,4 +454,27 @@ func readSamples(path string) ([]Sample, error) {
 	}
 	flush()
 	return out, sc.Err()
+}
+
+// usable returns the index of the first checkpoint from i to end (step +1 or -1) that verifies,
+// or -1, and records in damaged each one passed over for being damaged, with its problem. A
+// checkpoint that cannot be read for another reason (permissions) is not passed over: the
+// attention maps then say why they are left out.
+func usable(ckpts []checkpoint.Entry, i, end, step int, damaged map[string]string) int {
+	for ; (step > 0 && i <= end) || (step < 0 && i >= end); i += step {
+		c, err := checkpoint.Verify(ckpts[i].Path)
+		if err == nil {
+			c.Close()
+			if c.Step == ckpts[i].Step {
+				return i
+			}
+			damaged[ckpts[i].Path] = fmt.Sprintf("holds step %d, not the step its name says", c.Step)
+			continue
+		}
+		if !errors.Is(err, checkpoint.ErrCorrupt) && !errors.Is(err, checkpoint.ErrNotCheckpoint) {
+			return i
+		}
+		damaged[ckpts[i].Path] = checkpoint.Problem(err)
+	}
+	return -1
 }

@@ -297,3 +297,38 @@ func TestReportAttnTextNamed(t *testing.T) {
 		t.Errorf("report with an --attn-text outside the alphabet: %v; the page does not say --attn-text", err)
 	}
 }
+
+// With a damaged newest checkpoint the report does as sample, eval and attn do with a run
+// folder: its attention maps use the newest good checkpoint, and the Checkpoints table marks the
+// damaged one (it listed it as fine and left the maps out).
+func TestReportPassesOverDamagedCheckpoint(t *testing.T) {
+	run := trainedRun(t) // checkpoints at 0, 5 and 10
+	newest := filepath.Join(run, "checkpoints", "step_00000010.safetensors")
+	b, err := os.ReadFile(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-3] ^= 0x40 // a bit flip in the data
+	if err := os.WriteFile(newest, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	html := filepath.Join(t.TempDir(), "r.html")
+	mustRun(t, "report", run, "--out", html)
+	page, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"data:image/png;base64,",
+		"step_00000010.safetensors (",
+		"is corrupt (checksum mismatch); passed over",
+		"the attention maps compare steps 0 and 5",
+	} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the report of a run whose newest checkpoint is corrupt lacks %q", want)
+		}
+	}
+	if strings.Contains(string(page), "Attention maps left out") {
+		t.Error("the attention maps are left out")
+	}
+}
