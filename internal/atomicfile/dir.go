@@ -94,7 +94,7 @@ func WriteDir(dir string, owns func(name string) bool, fill func(staging string)
 	if err = fill(staging); err != nil {
 		return err
 	}
-	if err = syncDir(staging); err != nil {
+	if err = SyncDir(staging); err != nil {
 		return err
 	}
 	if !whole {
@@ -104,7 +104,7 @@ func WriteDir(dir string, owns func(name string) bool, fill func(staging string)
 		if err = rename(staging, dir); err != nil {
 			return fmt.Errorf("rename %s into %s: %w", staging, dir, err)
 		}
-		return syncDir(parent)
+		return SyncDir(parent)
 	}
 	// Best effort, as a replaced file keeps its mode.
 	_ = os.Chmod(staging, old.Mode().Perm())
@@ -122,7 +122,7 @@ func WriteDir(dir string, owns func(name string) bool, fill func(staging string)
 		}
 		return fmt.Errorf("replace %s: %w; it holds the old files still", dir, err)
 	}
-	serr := syncDir(parent)
+	serr := SyncDir(parent)
 	os.RemoveAll(aside) // the old files; the new ones are in place whatever this does
 	return serr
 }
@@ -170,7 +170,7 @@ func swapEntries(dir, staging string, owns func(string) bool) error {
 		os.Remove(aside)
 		return fmt.Errorf("replace the files of %s: %w; it holds the old files still", dir, err)
 	}
-	serr := syncDir(dir)
+	serr := SyncDir(dir)
 	os.RemoveAll(aside)
 	os.Remove(staging)
 	return serr
