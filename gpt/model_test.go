@@ -254,6 +254,13 @@ func testTenAdamWSteps(t *testing.T, be backend.Backend) {
 	// Every parameter and both AdamW moments after the 10 steps (the key bias aside): an error in
 	// one tensor's update (its decay, bias correction, clip scale, a skipped step) shows here even
 	// where the losses and the other tensors still agree.
+	compareTrained(t, r, be, model)
+}
+
+// compareTrained compares every parameter and both AdamW moments of model, after the fixture's
+// 10 steps, with the fixture's (the key bias aside).
+func compareTrained(t *testing.T, r *reference, be backend.Backend, model *gpt.Model) {
+	t.Helper()
 	trained := map[string][]float32{"final.": download(be, model.Params), "exp_avg.": download(be, model.M), "exp_avg_sq.": download(be, model.V)}
 	for i, s := range model.Specs() {
 		for _, prefix := range []string{"final.", "exp_avg.", "exp_avg_sq."} {

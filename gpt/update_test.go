@@ -58,16 +58,7 @@ func TestTenFusedAdamWStepsMatchPyTorch(t *testing.T) {
 	if clipped == 0 || clipped == len(wantLoss) {
 		t.Errorf("clipping triggered on %d of %d steps; the fixture should exercise both cases", clipped, len(wantLoss))
 	}
-	trained := map[string][]float32{"final.": download(be, model.Params), "exp_avg.": download(be, model.M), "exp_avg_sq.": download(be, model.V)}
-	for i, s := range model.Specs() {
-		for _, prefix := range []string{"final.", "exp_avg.", "exp_avg_sq."} {
-			got, want := trained[prefix][model.Offsets()[i]:model.Offsets()[i]+s.Size()], r.floats(t, prefix+s.Name)
-			if s.Name == "qkvb" {
-				got, want = withoutKeyBias(got, r.cfg.NumLayers, r.cfg.Channels), withoutKeyBias(want, r.cfg.NumLayers, r.cfg.Channels)
-			}
-			compareNorm(t, prefix+s.Name, got, want, trainedTol, trainedNormTol)
-		}
-	}
+	compareTrained(t, r, be, model)
 }
 
 // With zero gradients AdamW's moments stay 0 and a step is weight decay alone: the 2-D weight
