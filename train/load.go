@@ -307,6 +307,9 @@ func ResumeDir(path string) (string, error) {
 	if err := checkpoint.NotDataset(path); err != nil {
 		return "", fmt.Errorf("resume: %w", err)
 	}
+	if err := interruptedForce(path); err != nil {
+		return "", fmt.Errorf("resume: %w", err)
+	}
 	if !isRunDir(path) {
 		return "", fmt.Errorf("resume %s: not a run directory (it has no run.json or checkpoints folder); pass the --out folder of a train run, or start one with train --out %s", path, path)
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -481,5 +482,62 @@ func TestResumeWithNoUsableCheckpoint(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), "warning: skipping"); n != len(entries) {
 		t.Errorf("%d warnings for %d damaged checkpoints:\n%s", n, len(entries), out.String())
+	}
+}
+
+// A --force stopped before it finished (killed) leaves the old run in RUNDIR/.replaced: a new run
+// there without --force and a resume both say where it is and how to keep either run; --force
+// discards it.
+func TestInterruptedForceIsNamed(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Steps, cfg.CkptEvery, cfg.EvalEvery = 2, 2, 0
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := setAsideOldRun(dir); err != nil { // what a --force killed before step 0 leaves
+		t.Fatal(err)
+	}
+	for name, opts := range map[string]Options{
+		"a new run": {Config: cfg, RunDir: dir},
+		"a resume":  {Config: cfg, RunDir: dir, Resume: true},
+	} {
+		if _, err := runTrain(t, opts); err == nil || !strings.Contains(err.Error(), "interrupted --force") || !strings.Contains(err.Error(), "mv ") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if isDir(filepath.Join(dir, replacedDir)) {
+		t.Error("--force kept the interrupted --force's old run")
+	}
+}
+
+// When part of the old run cannot be set aside (checkpoints/ a mount point of its own: EBUSY),
+// --force stops and what was moved goes back: the checkpoints are never touched.
+func TestForceSetAsideFailureKeepsOldRun(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Steps, cfg.CkptEvery, cfg.EvalEvery = 2, 2, 0
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	runJSON, _ := os.ReadFile(filepath.Join(dir, runFile))
+	ckpts, _ := checkpoint.List(dir)
+	renameAside = func(from, to string) error {
+		if filepath.Base(from) == "checkpoints" {
+			return &os.LinkError{Op: "rename", Old: from, New: to, Err: syscall.EBUSY}
+		}
+		return os.Rename(from, to)
+	}
+	defer func() { renameAside = os.Rename }()
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Force: true}); err == nil || !strings.Contains(err.Error(), "set the old run aside") {
+		t.Fatalf("--force with checkpoints/ busy: %v", err)
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, runFile))
+	left, _ := checkpoint.List(dir)
+	if !bytes.Equal(after, runJSON) || len(left) != len(ckpts) || isDir(filepath.Join(dir, replacedDir)) {
+		t.Errorf("run.json kept %v, %d of %d checkpoints left, .replaced left %v", bytes.Equal(after, runJSON), len(left), len(ckpts), isDir(filepath.Join(dir, replacedDir)))
 	}
 }

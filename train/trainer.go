@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -309,6 +310,9 @@ func checkNewRun(dir string, force bool, newLog string) error {
 	existing, _ := checkpoint.List(dir)
 	_, statErr := os.Stat(filepath.Join(dir, runFile))
 	hasRun := statErr == nil || len(existing) > 0
+	if err := interruptedForce(dir); err != nil && !force {
+		return fmt.Errorf("%w; or start over there with --force", err)
+	}
 	if hasRun && !force {
 		return fmt.Errorf("run directory %s already holds a run; use --resume %s to continue it, --force to start over there, or another --out", dir, dir)
 	}
@@ -364,13 +368,26 @@ func recordedLog(dir string) string {
 // oldRun is a run that --force replaces, set aside until the new run has saved its first
 // checkpoint: then it is deleted (drop), and if the new run fails before, it is put back.
 type oldRun struct {
-	dir   string // the run directory
-	aside string // dir/.replaced, which holds the old run's files meanwhile
-	log   string // the old run's --log file elsewhere ("" for none, or unknown), kept until drop
+	dir   string   // the run directory
+	aside string   // dir/.replaced, which holds the old run's files meanwhile
+	moved []string // the names moved there
+	log   string   // the old run's --log file elsewhere ("" for none, or unknown), kept until drop
 }
 
 // replacedDir is the folder of a run directory where --force keeps the old run meanwhile.
 const replacedDir = ".replaced"
+
+// interruptedForce is the error for a run directory where a --force was stopped (killed, a
+// second Ctrl-C) before it finished: the old run waits in dir/.replaced, and what the new one
+// wrote, if anything, is beside it. Nil when there is none.
+func interruptedForce(dir string) error {
+	aside := filepath.Join(dir, replacedDir)
+	if !isDir(aside) {
+		return nil
+	}
+	return fmt.Errorf("%s holds the run that an interrupted --force was replacing: to keep that run, move its files back over what the new one wrote (mv %s/* %s/, after removing %s/checkpoints if it exists); to keep the new one, delete %s",
+		aside, aside, dir, dir, aside)
+}
 
 // setAsideOldRun moves the run in dir that --force replaces (its config, log, samples, profile,
 // report, TensorBoard events and checkpoints) into dir/.replaced. What a --force killed at this
@@ -394,24 +411,34 @@ func setAsideOldRun(dir string) (*oldRun, error) {
 		names = append(names, filepath.Base(e))
 	}
 	for _, name := range names {
-		if err := os.Rename(filepath.Join(dir, name), filepath.Join(old.aside, name)); err != nil && !os.IsNotExist(err) {
-			return nil, errors.Join(fmt.Errorf("--force: %w", err), old.restore())
+		err := renameAside(filepath.Join(dir, name), filepath.Join(old.aside, name))
+		if err != nil && !os.IsNotExist(err) { // (checkpoints/ on a mount point of its own: EBUSY)
+			err = fmt.Errorf("--force: set the old run aside: %w", err)
+			if rerr := old.restore(false); rerr != nil {
+				return nil, fmt.Errorf("%w; and putting it back failed: %v (its files are in %s)", err, rerr, old.aside)
+			}
+			return nil, err
+		}
+		if err == nil {
+			old.moved = append(old.moved, name)
 		}
 	}
 	return old, nil
 }
 
-// restore puts the old run back in place of what the new one wrote (its checkpoints folder).
-func (old *oldRun) restore() error {
-	entries, err := os.ReadDir(old.aside)
-	if err != nil {
-		return err
+// renameAside is os.Rename; tests make it fail.
+var renameAside = os.Rename
+
+// restore puts the old run's files back, first removing the checkpoints folder the new run
+// made when newRun.
+func (old *oldRun) restore(newRun bool) error {
+	if newRun && slices.Contains(old.moved, filepath.Base(checkpoint.Dir(old.dir))) {
+		if err := os.RemoveAll(checkpoint.Dir(old.dir)); err != nil {
+			return err
+		}
 	}
-	if err := os.RemoveAll(checkpoint.Dir(old.dir)); err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if err := os.Rename(filepath.Join(old.aside, e.Name()), filepath.Join(old.dir, e.Name())); err != nil {
+	for _, name := range old.moved {
+		if err := os.Rename(filepath.Join(old.aside, name), filepath.Join(old.dir, name)); err != nil {
 			return err
 		}
 	}
@@ -439,6 +466,9 @@ func (t *Trainer) loadForResume() (*checkpoint.Checkpoint, error) {
 	dir := t.opts.RunDir
 	if t.rank0() { // under the run's lock: no writer owns them
 		removeStaleTemps(dir)
+	}
+	if err := interruptedForce(dir); err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
 	}
 	// Verified whole but not read: restore streams it into the model, so the process never holds
 	// the parameters and both moments twice.
@@ -577,8 +607,11 @@ func (t *Trainer) startNewRun() error {
 			if old == nil {
 				return err
 			}
-			if rerr := old.restore(); rerr != nil {
+			if rerr := old.restore(true); rerr != nil {
 				return fmt.Errorf("%w; and putting back the run --force was replacing failed: %v (its files are in %s)", err, rerr, old.aside)
+			}
+			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+				return fmt.Errorf("%w (the run --force was replacing is back in place; it stays on disk until the new run has saved its first checkpoint, so delete it yourself first if both do not fit)", err)
 			}
 			return fmt.Errorf("%w (the run --force was replacing is back in place)", err)
 		}
