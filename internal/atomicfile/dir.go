@@ -6,24 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
-// Seams for tests: rename is os.Rename; sameDevice reports whether two existing paths are on
-// one file system (a folder that is a mount point is not on its parent's).
-var (
-	rename     = os.Rename
-	sameDevice = func(a, b string) bool {
-		sa, errA := os.Stat(a)
-		sb, errB := os.Stat(b)
-		if errA != nil || errB != nil {
-			return false
-		}
-		da, okA := sa.Sys().(*syscall.Stat_t)
-		db, okB := sb.Sys().(*syscall.Stat_t)
-		return okA && okB && da.Dev == db.Dev
-	}
-)
+// rename is os.Rename; tests make it fail.
+var rename = os.Rename
 
 // WriteDir creates or replaces the folder dir's files with those fill writes into an empty
 // staging folder (the path it is given), so that dir holds either its old files or all the new
@@ -32,11 +18,10 @@ var (
 // output replaces (fill writes only such names); the old ones that fill does not write again
 // are removed, and everything else in dir is left alone.
 //
-// A new dir, or one that holds nothing but owned entries, is staged in a sibling folder that
-// replaces it whole: the old folder is renamed aside, the new one in, the old one removed, and
-// the parent folder fsynced. Otherwise (other files in dir, a dir that is a mount point, a
-// parent that cannot be written) the staging folder is made inside dir and the entries are
-// moved one at a time, the old ones aside first; if a move fails, every moved entry goes back.
+// A new dir is staged in a sibling folder renamed into place, and the parent folder fsynced. An
+// existing one is kept (its inode, owner, permissions, a mount on it, a shell inside it): the
+// staging folder is made inside it and the entries are moved one at a time, the old ones aside
+// first; if a move fails, every moved entry goes back.
 // On any error dir keeps its old files and no staging folder is left behind. A symbolic link
 // at dir keeps pointing at the folder that now holds the new files.
 func WriteDir(dir string, owns func(name string) bool, fill func(staging string) error) (err error) {
@@ -59,32 +44,14 @@ func WriteDir(dir string, owns func(name string) bool, fill func(staging string)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	whole := true // replace dir as a folder
-	if exists {
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			whole = whole && owns(e.Name())
-		}
-	}
 	var staging string
-	if whole {
+	if exists {
+		staging, err = MkdirTemp(dir, ".new-")
+	} else {
 		staging, err = MkdirTemp(parent, "."+base+".tmp-")
-		if err != nil && !exists {
-			return fmt.Errorf("create a staging folder for %s: %w", dir, err)
-		}
-		if err == nil && exists && !sameDevice(staging, dir) {
-			os.Remove(staging)
-			err = errors.New("another file system")
-		}
-		whole = err == nil
 	}
-	if !whole {
-		if staging, err = MkdirTemp(dir, ".new-"); err != nil {
-			return fmt.Errorf("create a staging folder in %s: %w", dir, err)
-		}
+	if err != nil {
+		return fmt.Errorf("create a staging folder for %s: %w%s", dir, unwrapPath(err), Hint(err))
 	}
 	defer func() {
 		if err != nil {
@@ -97,34 +64,13 @@ func WriteDir(dir string, owns func(name string) bool, fill func(staging string)
 	if err = SyncDir(staging); err != nil {
 		return err
 	}
-	if !whole {
+	if exists {
 		return swapEntries(dir, staging, owns)
 	}
-	if !exists {
-		if err = rename(staging, dir); err != nil {
-			return fmt.Errorf("rename %s into %s: %w", staging, dir, err)
-		}
-		return SyncDir(parent)
-	}
-	// Best effort, as a replaced file keeps its mode.
-	_ = os.Chmod(staging, old.Mode().Perm())
-	aside, err := MkdirTemp(parent, "."+base+".old-") // an unused name
-	if err != nil {
-		return fmt.Errorf("replace %s: %w", dir, err)
-	}
-	os.Remove(aside) // os.Rename moves no folder onto another, even an empty one
-	if err = rename(dir, aside); err != nil {
-		return fmt.Errorf("replace %s: move the old folder aside: %w", dir, err)
-	}
 	if err = rename(staging, dir); err != nil {
-		if rerr := rename(aside, dir); rerr != nil {
-			return fmt.Errorf("replace %s: %w; the old folder is in %s (%v): move it back", dir, err, aside, rerr)
-		}
-		return fmt.Errorf("replace %s: %w; it holds the old files still", dir, err)
+		return fmt.Errorf("rename %s into %s: %w", staging, dir, err)
 	}
-	serr := SyncDir(parent)
-	os.RemoveAll(aside) // the old files; the new ones are in place whatever this does
-	return serr
+	return SyncDir(parent)
 }
 
 // swapEntries moves dir's owned entries into a folder aside in dir, then staging's entries
