@@ -123,7 +123,7 @@ func loadLatest(runDir string, load func(string) (*Checkpoint, error)) (c *Check
 		}
 		return c, e.Path, warnings, nil
 	}
-	return nil, "", warnings, fmt.Errorf("%w: none of the %d checkpoints in %s is (the warnings say why)", ErrNoneUsable, len(entries), Dir(runDir))
+	return nil, "", warnings, fmt.Errorf("%w in %s: all %d are damaged or gone (the warnings say why)", ErrNoneUsable, Dir(runDir), len(entries))
 }
 
 // passedOverError is a checkpoint LoadLatest passed over, worded for the warning its callers

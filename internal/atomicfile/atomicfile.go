@@ -72,8 +72,10 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 // system ("; ..." to append to a message), else "".
 func Hint(err error) string {
 	switch {
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+	case errors.Is(err, syscall.ENOSPC):
 		return "; the disk is full: free space on it, or write elsewhere"
+	case errors.Is(err, syscall.EDQUOT):
+		return "; the disk quota is used up: free space in it, or write elsewhere"
 	case errors.Is(err, syscall.EROFS):
 		return "; the file system is read-only: write elsewhere"
 	}

@@ -91,7 +91,7 @@ func TestWriteSaysWhatToDoAboutTheDisk(t *testing.T) {
 		err  error
 		want string
 	}{
-		{syscall.EDQUOT, "the disk is full"}, {fmt.Errorf("x: %w", syscall.EROFS), "read-only: write elsewhere"}, {errors.New("other"), ""},
+		{syscall.EDQUOT, "the disk quota is used up"}, {fmt.Errorf("x: %w", syscall.EROFS), "read-only: write elsewhere"}, {errors.New("other"), ""},
 	} {
 		if got := Hint(c.err); c.want == "" && got != "" || !strings.Contains(got, c.want) {
 			t.Errorf("Hint(%v) = %q, want %q", c.err, got, c.want)
