@@ -117,7 +117,7 @@ func TestLoadLatest(t *testing.T) {
 	// A file whose name and content disagree about the step is skipped too.
 	os.Rename(Path(run, 0), Path(run, 50))
 	_, _, warnings, err = LoadLatest(run)
-	if err == nil || !strings.Contains(err.Error(), "none of the 3 checkpoints") || errors.Is(err, ErrNoCheckpoint) {
+	if err == nil || !errors.Is(err, ErrNoneUsable) || !strings.Contains(err.Error(), "all 3 are damaged") || errors.Is(err, ErrNoCheckpoint) {
 		t.Fatalf("LoadLatest with all broken: %v", err)
 	}
 	if len(warnings) != 3 || !strings.Contains(warnings[1].Error(), ", which is truncated (") || strings.Contains(warnings[1].Error(), "older") ||
