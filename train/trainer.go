@@ -894,7 +894,7 @@ func (t *Trainer) sample(ctx context.Context, step int) error {
 	path := filepath.Join(t.opts.RunDir, samplesFile)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err == nil {
-		_, err = fmt.Fprintf(f, "---- step %d ----\n%s\n", step, text)
+		err = appendLine(f, fmt.Appendf(nil, "---- step %d ----\n%s\n", step, text)) // whole or not at all
 		err = errors.Join(err, f.Close())
 	}
 	if err != nil && !t.samplesFailed {
