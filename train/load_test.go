@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -539,5 +540,36 @@ func TestForceSetAsideFailureKeepsOldRun(t *testing.T) {
 	left, _ := checkpoint.List(dir)
 	if !bytes.Equal(after, runJSON) || len(left) != len(ckpts) || isDir(filepath.Join(dir, replacedDir)) {
 		t.Errorf("run.json kept %v, %d of %d checkpoints left, .replaced left %v", bytes.Equal(after, runJSON), len(left), len(ckpts), isDir(filepath.Join(dir, replacedDir)))
+	}
+}
+
+// Ctrl-C while a --force run sets up (its data, model, step 0) keeps the run it was to replace.
+func TestForceInterruptedKeepsOldRun(t *testing.T) {
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Steps, cfg.CkptEvery, cfg.EvalEvery = 2, 2, 0
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	runJSON, _ := os.ReadFile(filepath.Join(dir, runFile))
+	ckpts, _ := checkpoint.List(dir)
+	for _, when := range []string{"before", "during"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		if when == "before" {
+			cancel()
+		} else {
+			saveStepZero = func(t *Trainer) error { cancel(); return t.saveCheckpoint() } // Ctrl-C as step 0 is saved
+		}
+		_, err := Run(ctx, Options{Config: cfg, RunDir: dir, Force: true, Backend: cpu.New(1), Out: io.Discard})
+		saveStepZero = (*Trainer).saveCheckpoint
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "interrupted before the new run started") {
+			t.Errorf("Ctrl-C %s step 0: %v", when, err)
+		}
+		after, _ := os.ReadFile(filepath.Join(dir, runFile))
+		left, _ := checkpoint.List(dir)
+		if !bytes.Equal(after, runJSON) || len(left) != len(ckpts) || isDir(filepath.Join(dir, replacedDir)) {
+			t.Errorf("Ctrl-C %s step 0: run.json kept %v, %d of %d checkpoints left", when, bytes.Equal(after, runJSON), len(left), len(ckpts))
+		}
 	}
 }

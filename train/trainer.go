@@ -146,7 +146,7 @@ type Trainer struct {
 // Run trains from scratch or resumes, until Config.Steps updates are done or ctx is cancelled
 // (then it saves a checkpoint and returns ctx's error).
 func Run(ctx context.Context, opts Options) (*Summary, error) {
-	t, err := open(opts)
+	t, err := open(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 }
 
 // open takes the run directory's writer lock, then sets up the run; the lock is held until close.
-func open(opts Options) (*Trainer, error) {
+func open(ctx context.Context, opts Options) (*Trainer, error) {
 	if opts.RunDir == "" {
 		return nil, errors.New("no run directory; pass --out RUNDIR")
 	}
@@ -167,13 +167,13 @@ func open(opts Options) (*Trainer, error) {
 		opts.RunDir = dir
 	}
 	if opts.Comm != nil && opts.Comm.Rank() != 0 {
-		return openLocked(opts) // rank 0 holds the lock and writes the run directory
+		return openLocked(ctx, opts) // rank 0 holds the lock and writes the run directory
 	}
 	lock, err := checkpoint.LockRunDir(opts.RunDir)
 	if err != nil {
 		return nil, err
 	}
-	t, err := openLocked(opts)
+	t, err := openLocked(ctx, opts)
 	if err != nil {
 		lock.Release()
 		return nil, err
@@ -182,7 +182,7 @@ func open(opts Options) (*Trainer, error) {
 	return t, nil
 }
 
-func openLocked(opts Options) (*Trainer, error) {
+func openLocked(ctx context.Context, opts Options) (*Trainer, error) {
 	t := &Trainer{opts: opts, be: opts.Backend, out: opts.Out, comm: opts.Comm}
 	if t.comm == nil {
 		t.comm = dist.NewSingle(t.be)
@@ -246,7 +246,7 @@ func openLocked(opts Options) (*Trainer, error) {
 	} else if err := t.initWeights(); err != nil {
 		t.close()
 		return nil, err
-	} else if err := t.startNewRun(); err != nil {
+	} else if err := t.startNewRun(ctx); err != nil {
 		t.close()
 		return nil, err
 	}
@@ -594,9 +594,14 @@ func (t *Trainer) initWeights() error {
 // passed: its config, data, model and --init weights) and saves the initial weights as step 0.
 // The old run is set aside first and deleted only once step 0 is saved: a failure to save it
 // (a full disk) puts the old run back.
-func (t *Trainer) startNewRun() error {
+//
+// Ctrl-C before the old run is deleted keeps it: the new run is not started.
+func (t *Trainer) startNewRun(ctx context.Context) error {
 	var old *oldRun
 	if t.rank0() && t.opts.Force {
+		if ctx.Err() != nil {
+			return errors.New("interrupted before the new run started; the run --force was to replace is as it was")
+		}
 		var err error
 		if old, err = setAsideOldRun(t.opts.RunDir); err != nil {
 			return err
@@ -615,6 +620,12 @@ func (t *Trainer) startNewRun() error {
 			}
 			return fmt.Errorf("%w (the run --force was replacing is back in place)", err)
 		}
+	}
+	if old != nil && ctx.Err() != nil {
+		if err := old.restore(true); err != nil {
+			return fmt.Errorf("interrupted before the new run started, and putting back the run --force was replacing failed: %v (its files are in %s)", err, old.aside)
+		}
+		return errors.New("interrupted before the new run started; the run --force was replacing is back in place")
 	}
 	if old != nil {
 		return old.drop()
