@@ -171,3 +171,18 @@ func TestPrintTuned(t *testing.T) {
 		}
 	}
 }
+
+// A train run whose profile cannot be written still prints its summary, then fails.
+func TestTrainCPUProfileFailureKeepsSummary(t *testing.T) {
+	w := writeProfile
+	defer func() { writeProfile = w }()
+	full := errors.New("no space left on device")
+	writeProfile = func(path string, fill func(io.Writer) error) error {
+		return w(path, func(io.Writer) error { return fill(failingWriter{full}) })
+	}
+	dir := t.TempDir()
+	code, out, errOut := gpt2go(t, trainArgs(prepared(t), filepath.Join(dir, "run"), "--steps", "2", "--cpuprofile", filepath.Join(dir, "cpu.prof"))...)
+	if code != 1 || !strings.Contains(out, "done: 2 steps") || !strings.Contains(errOut, "--cpuprofile") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want the summary, then the profile's error", code, out, errOut)
+	}
+}

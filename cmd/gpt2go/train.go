@@ -449,12 +449,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return err
 	}
 	sum, err := train.Run(ctx, opts)
-	if perr := stop(); err == nil {
-		err = perr
-	} else if perr != nil {
-		fmt.Fprintf(stderr, "warning: %v\n", perr)
-	}
+	perr := stop() // a profile that failed fails the command, after the run's summary
 	if err != nil {
+		if perr != nil {
+			fmt.Fprintf(stderr, "warning: %v\n", perr)
+		}
 		return err
 	}
 	val := "n/a"
@@ -480,7 +479,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		next += " --steps N"
 	}
 	fmt.Fprintf(stdout, "next: gpt2go %s   |   %s\n", use, next)
-	return nil
+	return perr
 }
 
 // samePath reports whether a and b name the same path, relative or absolute.
