@@ -282,9 +282,45 @@ const replacementChar = '\uFFFD'
 // Invalid UTF-8: the encoder first replaces each maximal invalid sequence with U+FFFD. Such a
 // sequence never contains an ASCII byte, so it never straddles p and replacing per part equals
 // replacing the whole.
+//
+// Second claim: p is safe when text[p-1] and text[p] are printable ASCII of two different classes
+// among letters [A-Za-z], digits [0-9] and the rest (0x21..0x7E: punctuation and symbols, in
+// neither \p{L} nor \p{N}), unless text[p-1] is an apostrophe. This gives lines without
+// whitespace (base64, minified code, hex) places to cut, which the first claim does not. After p
+// the argument is as above. Before p, take the piece holding text[p-1], starting at i < p:
+//   - a contraction ends in a letter that follows an apostrophe or a letter of the literal; one
+//     reaching past p would need text[p] to be a letter after a letter, which a class boundary
+//     is not, and one reaching p ends there in both W and A;
+//   - ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+`: the run holds text[p-1]'s class and so stops
+//     at p in W, and at the end in A: the same span. (The optional space is text[i], i < p-1 or
+//     absent.) It could not be an earlier alternative instead: the contraction alternatives are
+//     tried first in both and match or fail alike, by the point above;
+//   - the whitespace alternatives cannot hold text[p-1]; a whitespace run before it ends before
+//     p-1, where W and A agree, lookahead included.
+// Pieces before the one holding text[p-1] end before p-1 and are the same in both. An apostrophe
+// at p-1 is left out: "'s" is a contraction in the whole text, and "'" then "s" when cut.
 func isGPT2Cut(text []byte, p int) bool {
 	w, c := text[p], text[p+1]
-	return (w == ' ' || w == '\n') && c > ' ' && c < 0x7F
+	if (w == ' ' || w == '\n') && c > ' ' && c < 0x7F {
+		return true
+	}
+	a := text[p-1]
+	ca, cw := asciiClass(a), asciiClass(w)
+	return ca != 0 && cw != 0 && ca != cw && a != '\''
+}
+
+// asciiClass is 1 for an ASCII letter, 2 for a digit, 3 for other printable non-space ASCII
+// (0x21..0x7E), and 0 for everything else.
+func asciiClass(b byte) int {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z':
+		return 1
+	case '0' <= b && b <= '9':
+		return 2
+	case b > ' ' && b < 0x7F:
+		return 3
+	}
+	return 0
 }
 
 // Segment memo. Words recur (Tiny Shakespeare: ~250k segments, ~25k distinct), so encoding

@@ -148,6 +148,10 @@ var adversarial = []string{
 	"\xff\xfe a\n\xc3b \xe2\x82\n!", "emoji 😀 😀😀\n😀x", "<|endoftext|>\n<|endoftext|> x",
 	"     \n     ", "\n", " ", "", "a", "MixedCase WORDS\nCAPS's", "x\v\fy \v z",
 	"a\x7fb 't\x7f's\n\x7f \x7f", "\xe2\x82\x7f\xff \x7f\xed\xa0\x80",
+	// class boundaries without whitespace (base64, minified code, contractions glued on)
+	"TWFuIGlzIGRpc3Rpbmd1aXNoZWQsIG5vdCBvbmx5IGJ5IGhpcyByZWFzb24sIGJ1dCBi+/9ab==",
+	"function(a,b){return a.x[0]+b['y']*3.5e-7;}var c=d||{};", "x's'5'a'ra'Ab'dd'LL1's'", "it's'ten's2'3ve",
+	"0x7fFF_a9;;a9Z", "日本a1b2日'本's", "a'", "'a", "9'", "_'t", "e'\x7f's", "ab\x00cd1\xff2",
 }
 
 func TestGPT2Adversarial(t *testing.T) {
