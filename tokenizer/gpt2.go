@@ -297,6 +297,7 @@ const replacementChar = '\uFFFD'
 //     tried first in both and match or fail alike, by the point above;
 //   - the whitespace alternatives cannot hold text[p-1]; a whitespace run before it ends before
 //     p-1, where W and A agree, lookahead included.
+//
 // Pieces before the one holding text[p-1] end before p-1 and are the same in both. An apostrophe
 // at p-1 is left out: "'s" is a contraction in the whole text, and "'" then "s" when cut.
 func isGPT2Cut(text []byte, p int) bool {
