@@ -412,19 +412,8 @@ func TestRunArch(t *testing.T) {
 // --force sets the old run aside and deletes it only once the new run's step 0 is saved: when
 // that fails (a full disk), the old run is put back as it was.
 func TestForceRestoresOldRunWhenStepZeroFails(t *testing.T) {
-	cfg := smallConfig(writeDataset(t, 50))
-	cfg.Steps, cfg.CkptEvery, cfg.EvalEvery = 2, 2, 0
-	dir := filepath.Join(t.TempDir(), "run")
-	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, TensorBoard: true}); err != nil {
-		t.Fatal(err)
-	}
-	before := map[string][]byte{}
-	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && d.Name() != ".lock" {
-			before[path], _ = os.ReadFile(path)
-		}
-		return nil
-	})
+	cfg, dir := forcedRun(t)
+	before := runFiles(dir)
 	saveStepZero = func(*Trainer) error { return errors.New("write step 0: no space left on device") }
 	defer func() { saveStepZero = (*Trainer).saveCheckpoint }()
 	bigger := cfg
@@ -433,21 +422,7 @@ func TestForceRestoresOldRunWhenStepZeroFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no space left") || !strings.Contains(err.Error(), "back in place") {
 		t.Fatalf("--force with step 0 failing: %v", err)
 	}
-	after := map[string][]byte{}
-	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && d.Name() != ".lock" {
-			after[path], _ = os.ReadFile(path)
-		}
-		return nil
-	})
-	if len(after) != len(before) || len(before) < 4 {
-		t.Errorf("files before %d, after %d", len(before), len(after))
-	}
-	for path, b := range before {
-		if !bytes.Equal(after[path], b) {
-			t.Errorf("%s changed or went", path)
-		}
-	}
+	checkRunKept(t, "--force with step 0 failing", dir, before)
 	// Once step 0 is saved, the old run goes, .replaced with it.
 	saveStepZero = (*Trainer).saveCheckpoint
 	if _, err := runTrain(t, Options{Config: bigger, RunDir: dir, Force: true}); err != nil {
@@ -490,12 +465,7 @@ func TestResumeWithNoUsableCheckpoint(t *testing.T) {
 // there without --force and a resume both say where it is and how to keep either run; --force
 // discards it.
 func TestInterruptedForceIsNamed(t *testing.T) {
-	cfg := smallConfig(writeDataset(t, 50))
-	cfg.Steps, cfg.CkptEvery, cfg.EvalEvery = 2, 2, 0
-	dir := filepath.Join(t.TempDir(), "run")
-	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir}); err != nil {
-		t.Fatal(err)
-	}
+	cfg, dir := forcedRun(t)
 	if _, err := setAsideOldRun(dir); err != nil { // what a --force killed before step 0 leaves
 		t.Fatal(err)
 	}
@@ -518,14 +488,8 @@ func TestInterruptedForceIsNamed(t *testing.T) {
 // When part of the old run cannot be set aside (checkpoints/ a mount point of its own: EBUSY),
 // --force stops and what was moved goes back: the checkpoints are never touched.
 func TestForceSetAsideFailureKeepsOldRun(t *testing.T) {
-	cfg := smallConfig(writeDataset(t, 50))
-	cfg.Steps, cfg.CkptEvery, cfg.EvalEvery = 2, 2, 0
-	dir := filepath.Join(t.TempDir(), "run")
-	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	runJSON, _ := os.ReadFile(filepath.Join(dir, runFile))
-	ckpts, _ := checkpoint.List(dir)
+	cfg, dir := forcedRun(t)
+	before := runFiles(dir)
 	renameAside = func(from, to string) error {
 		if filepath.Base(from) == "checkpoints" {
 			return &os.LinkError{Op: "rename", Old: from, New: to, Err: syscall.EBUSY}
@@ -536,23 +500,13 @@ func TestForceSetAsideFailureKeepsOldRun(t *testing.T) {
 	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Force: true}); err == nil || !strings.Contains(err.Error(), "set the old run aside") {
 		t.Fatalf("--force with checkpoints/ busy: %v", err)
 	}
-	after, _ := os.ReadFile(filepath.Join(dir, runFile))
-	left, _ := checkpoint.List(dir)
-	if !bytes.Equal(after, runJSON) || len(left) != len(ckpts) || isDir(filepath.Join(dir, replacedDir)) {
-		t.Errorf("run.json kept %v, %d of %d checkpoints left, .replaced left %v", bytes.Equal(after, runJSON), len(left), len(ckpts), isDir(filepath.Join(dir, replacedDir)))
-	}
+	checkRunKept(t, "--force with checkpoints/ busy", dir, before)
 }
 
 // Ctrl-C while a --force run sets up (its data, model, step 0) keeps the run it was to replace.
 func TestForceInterruptedKeepsOldRun(t *testing.T) {
-	cfg := smallConfig(writeDataset(t, 50))
-	cfg.Steps, cfg.CkptEvery, cfg.EvalEvery = 2, 2, 0
-	dir := filepath.Join(t.TempDir(), "run")
-	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	runJSON, _ := os.ReadFile(filepath.Join(dir, runFile))
-	ckpts, _ := checkpoint.List(dir)
+	cfg, dir := forcedRun(t)
+	before := runFiles(dir)
 	for _, when := range []string{"before", "during"} {
 		ctx, cancel := context.WithCancel(context.Background())
 		if when == "before" {
@@ -566,10 +520,49 @@ func TestForceInterruptedKeepsOldRun(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "interrupted before the new run started") {
 			t.Errorf("Ctrl-C %s step 0: %v", when, err)
 		}
-		after, _ := os.ReadFile(filepath.Join(dir, runFile))
-		left, _ := checkpoint.List(dir)
-		if !bytes.Equal(after, runJSON) || len(left) != len(ckpts) || isDir(filepath.Join(dir, replacedDir)) {
-			t.Errorf("Ctrl-C %s step 0: run.json kept %v, %d of %d checkpoints left", when, bytes.Equal(after, runJSON), len(left), len(ckpts))
+		checkRunKept(t, "Ctrl-C "+when+" step 0", dir, before)
+	}
+}
+
+// forcedRun trains the run the --force tests replace: 2 steps, checkpoints at 0 and 2, and
+// TensorBoard events.
+func forcedRun(t *testing.T) (Config, string) {
+	t.Helper()
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Steps, cfg.CkptEvery, cfg.EvalEvery = 2, 2, 0
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, TensorBoard: true}); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, dir
+}
+
+// runFiles reads every file under the run folder dir but its lock, by path.
+func runFiles(dir string) map[string][]byte {
+	files := map[string][]byte{}
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() != ".lock" {
+			files[path], _ = os.ReadFile(path)
 		}
+		return nil
+	})
+	return files
+}
+
+// checkRunKept checks that the run in dir holds exactly the files before (its config, log,
+// events, checkpoints), byte for byte, and no .replaced folder: after what, the run is as it was.
+func checkRunKept(t *testing.T, what, dir string, before map[string][]byte) {
+	t.Helper()
+	after := runFiles(dir)
+	if len(after) != len(before) || len(before) < 4 {
+		t.Errorf("%s: files before %d, after %d", what, len(before), len(after))
+	}
+	for path, b := range before {
+		if !bytes.Equal(after[path], b) {
+			t.Errorf("%s: %s changed or went", what, path)
+		}
+	}
+	if isDir(filepath.Join(dir, replacedDir)) {
+		t.Errorf("%s: %s was left", what, replacedDir)
 	}
 }
