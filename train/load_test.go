@@ -266,7 +266,11 @@ func TestForceKeepsOldRunUntilNewStarts(t *testing.T) {
 	run, _ := os.ReadFile(filepath.Join(dir, runFile))
 	os.WriteFile(filepath.Join(dir, runFile), bytes.Replace(run, []byte(`"log_every"`), []byte(`"log_file": "notes.txt", "log_every"`), 1), 0o644)
 	t.Chdir(filepath.Dir(notes))
-	if err := clearOldRun(dir); err != nil {
+	old, err := setAsideOldRun(dir)
+	if err == nil {
+		err = old.drop()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(notes); err != nil {

@@ -302,7 +302,7 @@ func (t *Trainer) logPath() string {
 
 // checkNewRun refuses a new run in dir when dir holds one and force is not given, and a --log
 // file (newLog) that holds anything but the log of the run --force replaces. It changes nothing
-// there but creating dir: clearOldRun deletes the old run once the new one can start.
+// there but creating dir: startNewRun replaces the old run once the new one can start.
 func checkNewRun(dir string, force bool, newLog string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create run directory: %w", err)
@@ -451,15 +451,6 @@ func (old *oldRun) drop() error {
 		os.Remove(old.log)
 	}
 	return os.RemoveAll(old.aside)
-}
-
-// clearOldRun deletes the run in dir that --force replaces at once.
-func clearOldRun(dir string) error {
-	old, err := setAsideOldRun(dir)
-	if err != nil {
-		return err
-	}
-	return old.drop()
 }
 
 func (t *Trainer) loadForResume() (*checkpoint.Checkpoint, error) {
