@@ -155,10 +155,13 @@ func Run(opts Options) (*Result, error) {
 	if err := os.MkdirAll(filepath.Dir(outAbs), 0o755); err != nil {
 		return nil, fmt.Errorf("prepare: create parent of %s: %w", opts.Out, err)
 	}
-	staging, err := atomicfile.MkdirTemp(filepath.Dir(outAbs), "."+filepath.Base(outAbs)+".tmp-")
+	// A killed prepare's staging folder holds part of a dataset: gigabytes, perhaps.
+	atomicfile.RemoveAbandoned(filepath.Dir(outAbs), "."+filepath.Base(outAbs)+".tmp-")
+	staging, release, err := atomicfile.MkdirTemp(filepath.Dir(outAbs), "."+filepath.Base(outAbs)+".tmp-")
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
+	defer release()
 	defer os.RemoveAll(staging) // after a successful install it is gone already
 
 	bar := progress.New(opts.Progress, total, "prepare", "bytes")
@@ -310,10 +313,11 @@ func install(staging, out string) error {
 	if err := checkOut(out); err != nil {
 		return err
 	}
-	aside, err := atomicfile.MkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+".old-")
+	aside, release, err := atomicfile.MkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+".old-")
 	if err != nil {
 		return fmt.Errorf("prepare: replace %s: %w", out, err)
 	}
+	defer release()
 	if err := moveFiles(out, aside, true); err != nil {
 		if rerr := moveFiles(aside, out, false); rerr != nil {
 			return fmt.Errorf("prepare: replace %s: %w; the old dataset is split between %s and %s (%v)", out, err, out, aside, rerr)
@@ -332,6 +336,8 @@ func install(staging, out string) error {
 		return fmt.Errorf("prepare: replace %s: %w; it holds the old dataset still", out, err)
 	}
 	os.RemoveAll(aside) // the old dataset; the new one is in place whatever this does
+	// and those of a replacement that a crash cut short, which the new one supersedes
+	atomicfile.RemoveAbandoned(filepath.Dir(out), "."+filepath.Base(out)+".old-")
 	return atomicfile.SyncDir(out)
 }
 

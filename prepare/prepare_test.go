@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	tiktoken "github.com/tiktoken-go/tokenizer"
 
@@ -518,5 +519,42 @@ func TestSkipsGpt2goOutput(t *testing.T) {
 	_, err = Run(Options{Inputs: []string{filepath.Join(dir, "corp/run")}, Out: filepath.Join(dir, "out2"), Tokenizer: "byte"})
 	if err == nil || !strings.Contains(err.Error(), "no text in "+filepath.Join(dir, "corp/run")+": every input is empty, hidden, binary or gpt2go's own output; skipped 1 folder gpt2go wrote") {
 		t.Errorf("a run as the only input: %v", err)
+	}
+}
+
+// What a killed prepare leaves beside its output, a staging folder (part of a dataset) or the
+// old dataset set aside mid-replace, goes with the next prepare of that output; a staging
+// folder too young to be sure of, or another output's, stays.
+func TestRunRemovesAKilledPreparesFolders(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "t.txt")
+	os.WriteFile(text, []byte(strings.Repeat("hello world\n", 50)), 0o644)
+	out := filepath.Join(dir, "ds")
+	past := time.Now().Add(-2 * time.Hour)
+	for _, name := range []string{".ds.tmp-1", ".ds.tmp-young", ".ds.old-2", ".other.tmp-3"} {
+		writeTree(t, filepath.Join(dir, name), map[string]string{"train_000000.bin": "part"})
+		if name != ".ds.tmp-young" {
+			os.Chtimes(filepath.Join(dir, name), past, past)
+		}
+	}
+	names := func() []string {
+		entries, _ := os.ReadDir(dir)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	if _, err := Run(Options{Inputs: []string{text}, Out: out, Tokenizer: "char"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(), []string{".ds.old-2", ".ds.tmp-young", ".other.tmp-3", "ds", "t.txt"}; !slices.Equal(got, want) {
+		t.Errorf("after a new dataset: %v, want %v", got, want)
+	}
+	if _, err := Run(Options{Inputs: []string{text}, Out: out, Tokenizer: "char"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(), []string{".ds.tmp-young", ".other.tmp-3", "ds", "t.txt"}; !slices.Equal(got, want) {
+		t.Errorf("after a replacement: %v, want %v", got, want)
 	}
 }

@@ -12,7 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
 )
 
 // Write creates or replaces path with what fill writes, creating its folder if need be (an
@@ -28,10 +30,13 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 	if st, err := os.Lstat(path); err == nil && st.Mode().IsRegular() {
 		perm, replacing = st.Mode().Perm(), true
 	}
-	tmp, err := createTemp(dir, "."+filepath.Base(path)+".tmp-", perm)
+	prefix := "." + filepath.Base(path) + ".tmp-"
+	RemoveAbandoned(dir, prefix) // a killed writer's, which can be as large as the file
+	tmp, err := createTemp(dir, prefix, perm)
 	if err != nil {
 		return fmt.Errorf("create a file in %s for %s: %w%s", dir, filepath.Base(path), unwrapPath(err), Hint(err))
 	}
+	defer lock(tmp.Name())() // past the rename, which moves the lock with the file
 	defer func() {
 		if err != nil {
 			tmp.Close()
@@ -103,9 +108,64 @@ func createTemp(dir, prefix string, perm fs.FileMode) (*os.File, error) {
 
 // MkdirTemp creates a new folder prefix+random in dir with mode 0755 less the umask, as a
 // folder of outputs to share should be (os.MkdirTemp makes 0700 ones, which other users cannot
-// read), and returns its path: a staging folder to rename into place.
-func MkdirTemp(dir, prefix string) (string, error) {
-	return unusedName(dir, prefix, "folder", func(name string) error { return os.Mkdir(name, 0o755) })
+// read), and returns its path: a staging folder to rename into place. The folder is locked as
+// in use until release is called (or the process ends), so that RemoveAbandoned leaves it be;
+// release is a no-op after an error.
+func MkdirTemp(dir, prefix string) (path string, release func(), err error) {
+	path, err = unusedName(dir, prefix, "folder", func(name string) error { return os.Mkdir(name, 0o755) })
+	if err != nil {
+		return path, func() {}, err
+	}
+	return path, lock(path), nil
+}
+
+// lock marks the temp file or folder name as in use until release is called, with an
+// exclusive flock that the kernel drops when the process dies however it dies. Best effort: on
+// a file system without flock nothing is marked, and RemoveAbandoned removes nothing there
+// either; should the open fail, the entry is only at risk once it is abandonedAge old.
+func lock(name string) (release func()) {
+	f, err := os.Open(name)
+	if err != nil {
+		return func() {}
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	return func() { f.Close() }
+}
+
+// abandonedAge is how old a temp file or folder must be before RemoveAbandoned takes it: its
+// writer creates it and locks it a moment later, and this covers that moment.
+var abandonedAge = time.Minute
+
+// RemoveAbandoned deletes the temp files and staging folders dir/prefix* that a writer killed
+// mid-write left behind (kill -9, a crash, a power cut: the data of a checkpoint or a prepared
+// dataset can be gigabytes): those older than abandonedAge whose lock no live process holds.
+// It returns the names it removed; failures are ignored, as the entries are litter.
+func RemoveAbandoned(dir, prefix string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		name := filepath.Join(dir, e.Name())
+		if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < abandonedAge {
+			continue
+		}
+		f, err := os.Open(name)
+		if err != nil {
+			continue
+		}
+		// A lock taken is one no live writer holds; any other failure (a live writer, no
+		// flock on this file system) keeps the entry.
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil && os.RemoveAll(name) == nil {
+			removed = append(removed, e.Name())
+		}
+		f.Close()
+	}
+	return removed
 }
 
 // unusedName calls create with dir/prefix+random until it fails with something other than

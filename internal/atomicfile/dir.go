@@ -45,14 +45,18 @@ func WriteDir(dir string, owns func(name string) bool, fill func(staging string)
 		return err
 	}
 	var staging string
+	var release func()
 	if exists {
-		staging, err = MkdirTemp(dir, ".new-")
+		RemoveAbandoned(dir, ".new-")
+		staging, release, err = MkdirTemp(dir, ".new-")
 	} else {
-		staging, err = MkdirTemp(parent, "."+base+".tmp-")
+		RemoveAbandoned(parent, "."+base+".tmp-")
+		staging, release, err = MkdirTemp(parent, "."+base+".tmp-")
 	}
 	if err != nil {
 		return fmt.Errorf("create a staging folder for %s: %w%s", dir, unwrapPath(err), Hint(err))
 	}
+	defer release()
 	defer func() {
 		if err != nil {
 			os.RemoveAll(staging)
@@ -65,7 +69,11 @@ func WriteDir(dir string, owns func(name string) bool, fill func(staging string)
 		return err
 	}
 	if exists {
-		return swapEntries(dir, staging, owns)
+		if err = swapEntries(dir, staging, owns); err == nil {
+			// The old files of a swap that a crash cut short: the new ones replace them all.
+			RemoveAbandoned(dir, ".old-")
+		}
+		return err
 	}
 	if err = rename(staging, dir); err != nil {
 		return fmt.Errorf("rename %s into %s: %w", staging, dir, err)
@@ -76,10 +84,11 @@ func WriteDir(dir string, owns func(name string) bool, fill func(staging string)
 // swapEntries moves dir's owned entries into a folder aside in dir, then staging's entries
 // into dir, and removes the old ones and staging; a failed move puts every moved entry back.
 func swapEntries(dir, staging string, owns func(string) bool) error {
-	aside, err := MkdirTemp(dir, ".old-")
+	aside, release, err := MkdirTemp(dir, ".old-")
 	if err != nil {
 		return fmt.Errorf("replace the files of %s: %w", dir, err)
 	}
+	defer release()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		os.Remove(aside)

@@ -126,3 +126,37 @@ func TestWriteDirAllOrNothing(t *testing.T) {
 		})
 	}
 }
+
+// What a killed WriteDir leaves, a staging folder beside a new folder or inside an existing
+// one, and the old files set aside mid-swap, goes with the next WriteDir of that folder.
+func TestWriteDirRemovesAKilledWritersFolders(t *testing.T) {
+	owns := func(name string) bool { return name == "model" }
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "out")
+	leave := func(folder string) {
+		if err := os.MkdirAll(folder, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, folder, map[string]string{"model": "part"})
+		age(t, folder, 2*abandonedAge)
+	}
+	fill := func(staging string) error {
+		writeFiles(t, staging, map[string]string{"model": "weights"})
+		return nil
+	}
+	leave(filepath.Join(parent, ".out.tmp-1"))
+	if err := WriteDir(dir, owns, fill); err != nil {
+		t.Fatal(err)
+	}
+	if got := entryNames(t, parent); !slices.Equal(got, []string{"out"}) {
+		t.Errorf("beside a new folder: %v, want out alone", got)
+	}
+	leave(filepath.Join(dir, ".new-2"))
+	leave(filepath.Join(dir, ".old-3"))
+	if err := WriteDir(dir, owns, fill); err != nil {
+		t.Fatal(err)
+	}
+	if got := entryNames(t, dir); !slices.Equal(got, []string{"model"}) {
+		t.Errorf("in a replaced folder: %v, want model alone", got)
+	}
+}
