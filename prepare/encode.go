@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/gpt2go/gpt2go/data"
 	"github.com/gpt2go/gpt2go/internal/progress"
@@ -83,6 +84,9 @@ type job struct {
 	text []byte
 	eot  bool // precede with EOT: the piece starts a document
 	val  bool
+	file int   // index of the document
+	off  int64 // of text in it
+	utf8 bool  // count the bytes that are not UTF-8
 }
 
 type encoded struct {
@@ -91,11 +95,52 @@ type encoded struct {
 	val    bool
 	bytes  int
 	err    error
+	file   int
+	bad    int   // bytes that are not UTF-8
+	badAt  int64 // the file offset of the first, if bad > 0
+}
+
+// notUTF8 tells of the input bytes that are not UTF-8, which a text tokenizer encodes as U+FFFD
+// (text in Latin-1, say, or a binary file).
+type notUTF8 struct {
+	files int   // files holding any
+	bytes int64 // in all
+	first string
+	at    int64 // the offset of the first in first
+}
+
+func (n notUTF8) String() string {
+	files := "a file holds"
+	if n.files > 1 {
+		files = fmt.Sprintf("%d files hold", n.files)
+	}
+	return fmt.Sprintf("warning: %s %d bytes that are not UTF-8 (the first at byte %d of %s), encoded as U+FFFD (\ufffd), so their text is lost; convert the files to UTF-8 (iconv -f latin1 -t utf-8, say) or prepare with --tokenizer byte, which keeps every byte", files, n.bytes, n.at, n.first)
+}
+
+// countNotUTF8 returns how many bytes of text are not UTF-8 (each byte of an invalid sequence
+// counts) and the offset of the first.
+func countNotUTF8(text []byte) (n, first int) {
+	if utf8.Valid(text) {
+		return 0, -1
+	}
+	first = -1
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRune(text[i:])
+		if r == utf8.RuneError && size == 1 {
+			if first < 0 {
+				first = i
+			}
+			n++
+		}
+		i += size
+	}
+	return n, first
 }
 
 // encodeAll encodes the files on workers goroutines and writes the tokens, in input order, to
-// out: pieces starting at or after byte valStart of the stream go to val.
-func encodeAll(ctx context.Context, tok tokenizer.Tokenizer, files []inputFile, valStart int64, workers int, out *shardSet, bar *progress.Bar) error {
+// out: pieces starting at or after byte valStart of the stream go to val. For a text tokenizer
+// (checkUTF8) it counts the input bytes that are not UTF-8.
+func encodeAll(ctx context.Context, tok tokenizer.Tokenizer, files []inputFile, valStart int64, workers int, out *shardSet, bar *progress.Bar, checkUTF8 bool) (notUTF8, error) {
 	jobs := make(chan job, 2*workers)
 	results := make(chan encoded, 2*workers)
 	done := make(chan struct{}) // closed to stop the reader and workers early
@@ -105,9 +150,10 @@ func encodeAll(ctx context.Context, tok tokenizer.Tokenizer, files []inputFile, 
 		defer close(jobs)
 		seq := 0
 		var fileStart int64
-		for _, f := range files {
+		for i, f := range files {
 			err := readChunks(f.path, tok, valStart-fileStart, func(text []byte, off int64) error {
-				j := job{seq: seq, text: append([]byte(nil), text...), eot: off == 0 && tok.EOT() >= 0, val: fileStart+off >= valStart}
+				j := job{seq: seq, text: append([]byte(nil), text...), eot: off == 0 && tok.EOT() >= 0, val: fileStart+off >= valStart,
+					file: i, off: off, utf8: checkUTF8}
 				seq++
 				select {
 				case jobs <- j:
@@ -150,6 +196,8 @@ func encodeAll(ctx context.Context, tok tokenizer.Tokenizer, files []inputFile, 
 	// Write in order: hold results that arrive early (at most the ones in flight).
 	pending := map[int]encoded{}
 	next := 0
+	var bad notUTF8
+	lastBad := -1 // the file counted last in bad
 	var firstErr error
 	stop := func(err error) {
 		if firstErr == nil {
@@ -181,12 +229,22 @@ func encodeAll(ctx context.Context, tok tokenizer.Tokenizer, files []inputFile, 
 				break
 			}
 			bar.Add(int64(r.bytes))
+			if r.bad > 0 {
+				if bad.bytes == 0 {
+					bad.first, bad.at = files[r.file].path, r.badAt
+				}
+				if r.file != lastBad {
+					bad.files++
+					lastBad = r.file
+				}
+				bad.bytes += int64(r.bad)
+			}
 		}
 	}
 	if err := <-readErr; err != nil && err != errStopped && firstErr == nil {
 		firstErr = err
 	}
-	return firstErr
+	return bad, firstErr
 }
 
 var errStopped = fmt.Errorf("prepare: stopped")
@@ -204,7 +262,14 @@ func encodeJob(tok tokenizer.Tokenizer, j job) encoded {
 		}
 		tokens = append(tokens, uint16(id))
 	}
-	return encoded{seq: j.seq, tokens: tokens, val: j.val, bytes: len(j.text)}
+	r := encoded{seq: j.seq, tokens: tokens, val: j.val, bytes: len(j.text), file: j.file}
+	if j.utf8 {
+		var first int
+		if r.bad, first = countNotUTF8(j.text); r.bad > 0 {
+			r.badAt = j.off + int64(first)
+		}
+	}
+	return r
 }
 
 // shardSet writes the train and val token streams into numbered shards of at most shardTokens.

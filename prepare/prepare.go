@@ -171,7 +171,8 @@ func Run(opts Options) (*Result, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if err := encodeAll(ctx, tok, files, valStart, opts.Workers, w, bar); err != nil {
+	bad, err := encodeAll(ctx, tok, files, valStart, opts.Workers, w, bar, opts.Tokenizer != "byte")
+	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("prepare: interrupted; %s is as it was", opts.Out)
 		}
@@ -220,6 +221,9 @@ func Run(opts Options) (*Result, error) {
 		res.Files, float64(total)/1e6, meta.TrainTokens, meta.ValTokens, secs, float64(total)/1e6/secs)
 	if len(skipped) > 0 {
 		fmt.Fprintf(progressOrDiscard(opts.Progress), "skipped %s\n", skippedList(skipped))
+	}
+	if bad.bytes > 0 {
+		fmt.Fprintln(progressOrDiscard(opts.Progress), bad)
 	}
 	if opts.ValFraction > 0 && meta.ValTokens == 0 {
 		fmt.Fprintf(progressOrDiscard(opts.Progress), "warning: the validation split came out empty: the text has no place to cut after %.0f%% of it (the split falls on a whitespace or line boundary); training will report no val loss\n", 100*(1-opts.ValFraction))

@@ -558,3 +558,35 @@ func TestRunRemovesAKilledPreparesFolders(t *testing.T) {
 		t.Errorf("after a replacement: %v, want %v", got, want)
 	}
 }
+
+// Bytes that are not UTF-8 (Latin-1 text, say) become U+FFFD under a text tokenizer: prepare
+// says how many, in how many files, and where the first is, counting across pieces; the byte
+// tokenizer keeps them and says nothing.
+func TestWarnsOfTextThatIsNotUTF8(t *testing.T) {
+	defer func(n int) { chunkBytes = n }(chunkBytes)
+	chunkBytes = 1000 // the offset counts the pieces before
+	dir := t.TempDir()
+	long := strings.Repeat("to be or not to be\n", 1000)
+	writeTree(t, dir, map[string]string{
+		"a.txt": "plain text\n",
+		"b.txt": long + "caf\xe9\n" + long + "na\xefve\n", // in two pieces: one file
+		"c.txt": "\xff\xfe\xfdbinary\n",
+		"d.txt": "caf\u00e9 is fine\n",
+	})
+	prepare := func(tokenizer string) string {
+		var log bytes.Buffer
+		if _, err := Run(Options{Inputs: []string{dir}, Out: filepath.Join(t.TempDir(), "o"), Tokenizer: tokenizer, Progress: &log}); err != nil {
+			t.Fatal(err)
+		}
+		return log.String()
+	}
+	for _, tok := range []string{"gpt2", "char"} {
+		want := fmt.Sprintf("warning: 2 files hold 5 bytes that are not UTF-8 (the first at byte %d of %s)", len(long)+3, filepath.Join(dir, "b.txt"))
+		if got := prepare(tok); !strings.Contains(got, want) {
+			t.Errorf("%s: the log says %q, want %q", tok, got, want)
+		}
+	}
+	if got := prepare("byte"); strings.Contains(got, "UTF-8") {
+		t.Errorf("byte: the log says %q, want no word of UTF-8", got)
+	}
+}
