@@ -136,7 +136,7 @@ func TestTensorBoardTag(t *testing.T) {
 	for key, want := range map[string]string{
 		"loss": "train/loss", "val_loss": "val/loss", "tok_s": "perf/tok_per_s", "mfu": "perf/mfu",
 		"hellaswag_acc": "hellaswag/acc", "hellaswag_acc_norm": "hellaswag/acc_norm", "entropy": "train/entropy",
-		"_x": "train/_x",
+		"acc": "train/masked_acc", "val_acc": "val/masked_acc", "_x": "train/_x",
 	} {
 		if got := tensorBoardTag(key); got != want {
 			t.Errorf("tensorBoardTag(%q) = %q, want %q", key, got, want)

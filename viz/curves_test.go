@@ -168,6 +168,35 @@ func TestCurvesSVG(t *testing.T) {
 	}
 }
 
+// BERT's masked-token accuracy is drawn as the loss is: train and val in one panel, under
+// its own label.
+func TestCurvesBERTAccuracy(t *testing.T) {
+	var log strings.Builder
+	for s := 1; s <= 40; s++ {
+		fmt.Fprintf(&log, `{"step":%d,"loss":%g,"acc":%g}`+"\n", s, 4/float64(s), 0.5-0.4/float64(s))
+		if s%10 == 0 {
+			fmt.Fprintf(&log, `{"step":%d,"val_loss":%g,"val_acc":%g}`+"\n", s, 4.2/float64(s), 0.45-0.4/float64(s))
+		}
+	}
+	l, err := ParseLog(strings.NewReader(log.String()), "bert-run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fig, err := Curves([]*Log{l}, CurvesOptions{Panels: []string{"acc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg, err := fig.SVG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{">masked-token accuracy<", ">train<", ">val<"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("the accuracy panel's SVG lacks %q", want)
+		}
+	}
+}
+
 func TestCurvesErrors(t *testing.T) {
 	l, err := ParseLog(strings.NewReader(syntheticLog(20, 1)), "run")
 	if err != nil {
