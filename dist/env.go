@@ -11,6 +11,9 @@ import (
 // DefaultMasterPort is rank 0's port when MASTER_PORT is not set (torchrun's default too).
 const DefaultMasterPort = 29500
 
+// IDPortEnv names the variable that sets Env.IDPort, the port rank 0 hands NCCL's id out on.
+const IDPortEnv = "GPT2GO_ID_PORT"
+
 // Env is where this process stands in a job: its rank, the world size, its rank on this node, and
 // rank 0's address (where the NCCL id is served).
 type Env struct {
@@ -18,11 +21,15 @@ type Env struct {
 	LocalRank  int    // the rank among this node's processes: which GPU to use
 	MasterAddr string // rank 0's host; empty when the launcher gives none (MPI across nodes without MASTER_ADDR)
 	MasterPort int
-	Launcher   string // "torchrun", "openmpi", "mpich", "slurm", or "" for a single process
+	// IDPort is the port rank 0 hands NCCL's id out on (ExchangeID): MASTER_PORT, but
+	// MASTER_PORT+1 under torchrun, whose agent already listens on MASTER_PORT (its TCPStore);
+	// $GPT2GO_ID_PORT overrides both. 0 in a process that no launcher started.
+	IDPort   int
+	Launcher string // "torchrun", "openmpi", "mpich", "slurm", or "" for a single process
 }
 
-// Master is MasterAddr:MasterPort.
-func (e Env) Master() string { return net.JoinHostPort(e.MasterAddr, strconv.Itoa(e.MasterPort)) }
+// IDAddr is MasterAddr:IDPort, where the ranks fetch NCCL's id.
+func (e Env) IDAddr() string { return net.JoinHostPort(e.MasterAddr, strconv.Itoa(e.IDPort)) }
 
 // Distributed says whether the job has more than one process.
 func (e Env) Distributed() bool { return e.Size > 1 }
@@ -44,6 +51,12 @@ func FromEnv() (Env, error) { return ParseEnv(os.Getenv) }
 // For the MPI launchers and SLURM, MASTER_ADDR overrides rank 0's host, and an MPI job whose
 // ranks are all on this node uses 127.0.0.1. MASTER_PORT defaults to DefaultMasterPort. With none
 // of these set, the process is rank 0 of 1.
+//
+// NCCL's id is handed out on MASTER_PORT+1 under torchrun, not on MASTER_PORT: torchrun's agent
+// serves its own TCPStore there (static rendezvous, and the workers' agent store of c10d
+// rendezvous). Speaking that store's protocol instead would tie gpt2go to one PyTorch version's
+// wire format (2.x's TCPStore drops a client whose first message is not its VALIDATE query, which
+// 1.13 does not know), while a second port works with every agent.
 func ParseEnv(getenv func(string) string) (Env, error) {
 	p := envParser{getenv: getenv}
 	var e Env
@@ -78,6 +91,15 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 		e.MasterPort = p.port("MASTER_PORT", false)
 	default:
 		return Env{Rank: 0, Size: 1, MasterAddr: "127.0.0.1", MasterPort: DefaultMasterPort}, nil
+	}
+	e.IDPort = e.MasterPort
+	if e.Launcher == "torchrun" {
+		e.IDPort = e.MasterPort + 1
+	}
+	if strings.TrimSpace(getenv(IDPortEnv)) != "" {
+		e.IDPort = p.port(IDPortEnv, true)
+	} else if e.IDPort > 65535 {
+		p.fail("MASTER_PORT=%d: under torchrun the NCCL id is handed out on MASTER_PORT+1, which is not a port; set %s to a free port", e.MasterPort, IDPortEnv)
 	}
 	if p.err != nil {
 		return Env{}, p.err

@@ -20,9 +20,9 @@ var idMagic = [8]byte{'g', 'p', 't', '2', 'g', 'o', 'I', 'D'}
 
 const handshakeTimeout = 10 * time.Second // for one connection's hello and answer
 
-// ExchangeID gives every rank the same id, made by newID on rank 0: rank 0 listens on
-// MASTER_PORT (every interface) and sends it to each other rank, which connects to
-// MASTER_ADDR:MASTER_PORT, retrying until rank 0 is up. Each side gives up after timeout with a
+// ExchangeID gives every rank the same id, made by newID on rank 0: rank 0 listens on env.IDPort
+// (every interface; MASTER_PORT, or MASTER_PORT+1 under torchrun) and sends it to each other rank,
+// which connects to MASTER_ADDR there, retrying until rank 0 is up. Each side gives up after timeout with a
 // one-line error naming the ranks and the address. A job of one rank needs no network.
 func ExchangeID(env Env, newID func() ([]byte, error), timeout time.Duration) ([]byte, error) {
 	if env.Size == 1 || env.Rank == 0 {
@@ -30,10 +30,10 @@ func ExchangeID(env Env, newID func() ([]byte, error), timeout time.Duration) ([
 		if err != nil || env.Size == 1 {
 			return id, err
 		}
-		addr := net.JoinHostPort("", strconv.Itoa(env.MasterPort))
+		addr := net.JoinHostPort("", strconv.Itoa(env.IDPort))
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, fmt.Errorf("rank 0: cannot listen on %s to hand out the NCCL id: %v (another job on this port? set MASTER_PORT)", addr, err)
+			return nil, fmt.Errorf("rank 0: cannot listen on %s to hand out the NCCL id: %v (another job on this port? set %s to a free port on every rank)", addr, err, IDPortEnv)
 		}
 		defer ln.Close()
 		return id, ServeID(ln, id, env.Size, timeout)
@@ -41,7 +41,7 @@ func ExchangeID(env Env, newID func() ([]byte, error), timeout time.Duration) ([
 	if env.MasterAddr == "" {
 		return nil, fmt.Errorf("rank %d: no address for rank 0: set MASTER_ADDR (and MASTER_PORT) to rank 0's host on every rank", env.Rank)
 	}
-	return FetchID(env.Master(), env.Rank, env.Size, timeout)
+	return FetchID(env.IDAddr(), env.Rank, env.Size, timeout)
 }
 
 // ServeID answers ranks 1..size-1 on ln with id, returning when each has it, or after timeout with
@@ -120,7 +120,7 @@ func ServeID(ln net.Listener, id []byte, size int, timeout time.Duration) error 
 			case h.rank < 1 || h.rank >= size:
 				refuse = fmt.Sprintf("rank %d is not in 1..%d", h.rank, size-1)
 			case claimed[h.rank]:
-				refuse = fmt.Sprintf("rank %d connected twice (two jobs on one MASTER_PORT?)", h.rank)
+				refuse = fmt.Sprintf("rank %d connected twice (two jobs on one port?)", h.rank)
 			}
 			if refuse != "" {
 				writeRefusal(h.c, refuse)
@@ -182,8 +182,8 @@ func FetchID(addr string, rank, size int, timeout time.Duration) ([]byte, error)
 			last = err
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("rank %d: no NCCL id from rank 0 at %s within %v (last error: %v); is rank 0 running, with the same MASTER_ADDR and MASTER_PORT on every rank?",
-				rank, addr, timeout, last)
+			return nil, fmt.Errorf("rank %d: no NCCL id from rank 0 at %s within %v (last error: %v); is rank 0 running, with the same MASTER_ADDR, MASTER_PORT and %s on every rank?",
+				rank, addr, timeout, last, IDPortEnv)
 		}
 		time.Sleep(min(200*time.Millisecond, max(time.Until(deadline), 0)))
 	}

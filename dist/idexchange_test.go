@@ -44,7 +44,7 @@ func TestExchangeID(t *testing.T) {
 			if r == 0 {
 				time.Sleep(300 * time.Millisecond)
 			}
-			env := Env{Rank: r, Size: size, MasterAddr: "127.0.0.1", MasterPort: port}
+			env := Env{Rank: r, Size: size, MasterAddr: "127.0.0.1", MasterPort: port, IDPort: port}
 			ids[r], errs[r] = ExchangeID(env, func() ([]byte, error) {
 				if r != 0 {
 					t.Errorf("rank %d made an id", r)
@@ -58,6 +58,67 @@ func TestExchangeID(t *testing.T) {
 		if errs[r] != nil || !bytes.Equal(ids[r], testID()) {
 			t.Errorf("rank %d: %v, id %x", r, errs[r], ids[r][:min(8, len(ids[r]))])
 		}
+	}
+}
+
+// Under torchrun the agent's TCPStore already listens on MASTER_PORT (static rendezvous, and
+// c10d's agent store): the ranks, reading torchrun's variables, exchange the id beside it and never
+// connect to it.
+func TestExchangeIDBesideTorchrunAgent(t *testing.T) {
+	var agent net.Listener
+	var port int
+	for try := 0; agent == nil; try++ { // a port P with P+1 free
+		ln := listen(t)
+		p := ln.Addr().(*net.TCPAddr).Port
+		if next, err := net.Listen("tcp", ":"+strconv.Itoa(p+1)); err == nil {
+			next.Close()
+			agent, port = ln, p
+		} else if try == 20 {
+			t.Skip("no free port above a free port")
+		}
+	}
+	var calls sync.WaitGroup
+	strangers := 0
+	calls.Add(1)
+	go func() {
+		defer calls.Done()
+		for {
+			c, err := agent.Accept()
+			if err != nil {
+				return
+			}
+			strangers++
+			c.Close()
+		}
+	}()
+	const size = 2
+	ids := make([][]byte, size)
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for r := range size {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vars := map[string]string{"RANK": strconv.Itoa(r), "WORLD_SIZE": strconv.Itoa(size), "LOCAL_RANK": strconv.Itoa(r),
+				"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": strconv.Itoa(port), "TORCHELASTIC_USE_AGENT_STORE": "True"}
+			env, err := ParseEnv(func(k string) string { return vars[k] })
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			ids[r], errs[r] = ExchangeID(env, func() ([]byte, error) { return testID(), nil }, 10*time.Second)
+		}()
+	}
+	wg.Wait()
+	agent.Close()
+	calls.Wait()
+	for r := range size {
+		if errs[r] != nil || !bytes.Equal(ids[r], testID()) {
+			t.Errorf("rank %d: %v", r, errs[r])
+		}
+	}
+	if strangers != 0 {
+		t.Errorf("%d connections reached the agent's port", strangers)
 	}
 }
 
@@ -133,7 +194,7 @@ func TestExchangeIDErrors(t *testing.T) {
 		oneLine(t, <-served, "rank 1 connected twice")
 	})
 	t.Run("no master address", func(t *testing.T) {
-		_, err := ExchangeID(Env{Rank: 1, Size: 2, MasterPort: 1}, nil, time.Second)
+		_, err := ExchangeID(Env{Rank: 1, Size: 2, MasterPort: 1, IDPort: 1}, nil, time.Second)
 		oneLine(t, err, "rank 1: no address for rank 0: set MASTER_ADDR")
 	})
 	t.Run("port taken", func(t *testing.T) {
@@ -143,8 +204,8 @@ func TestExchangeIDErrors(t *testing.T) {
 		}
 		defer ln.Close()
 		port := ln.Addr().(*net.TCPAddr).Port
-		_, err = ExchangeID(Env{Rank: 0, Size: 2, MasterPort: port}, func() ([]byte, error) { return testID(), nil }, time.Second)
-		oneLine(t, err, "rank 0: cannot listen on :"+strconv.Itoa(port), "set MASTER_PORT")
+		_, err = ExchangeID(Env{Rank: 0, Size: 2, MasterPort: port, IDPort: port}, func() ([]byte, error) { return testID(), nil }, time.Second)
+		oneLine(t, err, "rank 0: cannot listen on :"+strconv.Itoa(port), "set GPT2GO_ID_PORT to a free port")
 	})
 }
 

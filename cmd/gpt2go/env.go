@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/gpt2go/gpt2go/dist"
 )
 
 // envSwitches are the GPT2GO_ variables that take one of a few values, with those values (the
@@ -21,9 +23,10 @@ var envSwitches = map[string][]string{
 	"GPT2GO_CUDA_SYNC":   {"0", "1"},
 }
 
-// envFree are the GPT2GO_ variables whose value is free: paths, or any value.
+// envFree are the GPT2GO_ variables whose value is free: paths, or any value (a port: the
+// dist package checks it where it reads it).
 var envFree = []string{"GPT2GO_SHAKESPEARE", "GPT2GO_CUDA_LIBS", "GPT2GO_MPI_LIBS",
-	"GPT2GO_KERNEL_CACHE", "GPT2GO_DEBUG"}
+	"GPT2GO_KERNEL_CACHE", "GPT2GO_DEBUG", dist.IDPortEnv}
 
 // envTestPrefixes mark the variables that the tests and scripts read (GPT2GO_REQUIRE_GPU, ...):
 // not for gpt2go itself, but not a typo either.

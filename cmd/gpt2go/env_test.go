@@ -14,7 +14,7 @@ func TestCheckEnv(t *testing.T) {
 		err      string
 	}{
 		{environ: []string{"HOME=/root", "GPT2GO_SGEMM=avx2", "GPT2GO_INT8=go", "GPT2GO_CUDA_GRAPHS=0",
-			"GPT2GO_SHAKESPEARE=/x", "GPT2GO_DEBUG=yes", "GPT2GO_REQUIRE_GPU=1", "GPT2GO_SGEMM="}},
+			"GPT2GO_SHAKESPEARE=/x", "GPT2GO_DEBUG=yes", "GPT2GO_REQUIRE_GPU=1", "GPT2GO_SGEMM=", "GPT2GO_ID_PORT=29600"}},
 		{environ: []string{"GPT2GO_SGEMM=avx512"}, err: "GPT2GO_SGEMM=avx512 is not a value it takes; set it to avx2"},
 		{environ: []string{"GPT2GO_INT8=vnni"}, err: "set it to go or avx2"},
 		{environ: []string{"GPT2GO_CUDA_GRAPHS=off"}, err: "GPT2GO_CUDA_GRAPHS=off"},
