@@ -142,6 +142,16 @@ type DeviceInfo struct {
 // Arch is the NVRTC target for the device, e.g. "sm_90".
 func (i DeviceInfo) Arch() string { return fmt.Sprintf("sm_%d%d", i.Major, i.Minor) }
 
+// VisibleDevices loads the driver and returns how many GPUs it sees (those CUDA_VISIBLE_DEVICES
+// lets through).
+func VisibleDevices() (int, error) {
+	drv, err := LoadDriver()
+	if err != nil {
+		return 0, err
+	}
+	return drv.DeviceCount()
+}
+
 // DeviceCount returns the number of CUDA devices.
 func (d *Driver) DeviceCount() (int, error) {
 	var n int32

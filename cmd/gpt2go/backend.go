@@ -12,6 +12,7 @@ import (
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/backend/cpu"
 	"github.com/gpt2go/gpt2go/backend/cuda"
+	"github.com/gpt2go/gpt2go/dist"
 	"github.com/gpt2go/gpt2go/gpt"
 	"github.com/gpt2go/gpt2go/train"
 )
@@ -24,8 +25,8 @@ type deviceFlags struct {
 	verbose   bool
 	int8      bool // --int8 (registerInt8: sample and eval)
 	stderr    io.Writer
-	localRank int  // data parallel: this rank's index on its node, the GPU that auto and cuda pick
-	graphs    bool // --cuda-graphs (train and bench: registerGraphs)
+	job       dist.Env // data parallel: this process's rank, whose GPU auto and cuda pick (gpuOrdinal)
+	graphs    bool     // --cuda-graphs (train and bench: registerGraphs)
 }
 
 func (d *deviceFlags) register(fs *flag.FlagSet) {
@@ -129,28 +130,67 @@ func (d *deviceFlags) openDevice(stderr io.Writer) (backend.Backend, error) {
 	case d.device == "cpu":
 		return d.cpu(stderr, ""), nil
 	case d.device == "auto":
-		be, err := d.cuda(d.localRank)
+		visible, err := visibleGPUs()
+		if err == nil && visible == 0 {
+			err = errors.New("the CUDA driver sees no GPU")
+		}
+		if err != nil { // no GPU here: every rank on this node sees the same, so all take the CPU
+			return d.cpu(stderr, " (no usable GPU: "+shortReason(err)+")"), nil
+		}
+		ordinal, err := gpuOrdinal(d.job, visible)
+		if err != nil {
+			return nil, err
+		}
+		be, err := d.cuda(ordinal)
+		if err != nil && d.job.Distributed() {
+			// The other ranks may have their GPUs: one rank alone on the CPU would fail later,
+			// far from the cause (a communicator of another kind), or set the job's pace.
+			return nil, onRank(d.job, fmt.Errorf("--device auto: GPU %d of the %d the driver sees: %v; a rank of a job does not fall back to the CPU alone: fix the GPU, or give every rank --device cpu",
+				ordinal, visible, shortReason(err)))
+		}
 		if err != nil {
 			return d.cpu(stderr, " (no usable GPU: "+shortReason(err)+")"), nil
 		}
 		fmt.Fprintf(stderr, "device: %s\n", be.Name())
 		return be, nil
 	case d.device == "cuda" || strings.HasPrefix(d.device, "cuda:"):
-		ordinal := d.localRank
+		var ordinal int
 		if rest, ok := strings.CutPrefix(d.device, "cuda:"); ok {
 			if _, err := fmt.Sscan(rest, &ordinal); err != nil || ordinal < 0 {
 				return nil, fmt.Errorf("bad --device %q; use cuda or cuda:N with N >= 0", d.device)
 			}
+		} else if visible, err := visibleGPUs(); err == nil { // else d.cuda says what failed
+			if ordinal, err = gpuOrdinal(d.job, visible); err != nil {
+				return nil, err
+			}
 		}
 		be, err := d.cuda(ordinal)
 		if err != nil {
-			return nil, fmt.Errorf("--device %s: %w; use --device cpu to run on the CPU", d.device, err)
+			return nil, onRank(d.job, fmt.Errorf("--device %s: %w; use --device cpu to run on the CPU", d.device, err))
 		}
 		fmt.Fprintf(stderr, "device: %s\n", be.Name())
 		return be, nil
 	default:
 		return nil, fmt.Errorf("unknown --device %q; use auto, cpu, cuda or cuda:N", d.device)
 	}
+}
+
+// gpuOrdinal is the GPU that rank job opens among the visible ones the driver sees: its local
+// rank when there are more GPUs than that (one node's ranks share its GPUs), 0 when there is
+// exactly one (srun --gpus-per-task=1, or CUDA_VISIBLE_DEVICES set per rank, binds each rank to
+// its own GPU, which it sees as device 0). Otherwise the local ranks outnumber the GPUs: an error
+// naming the rank, its local rank and the count.
+func gpuOrdinal(job dist.Env, visible int) (int, error) {
+	switch {
+	case visible == 0:
+		return 0, onRank(job, errors.New("the CUDA driver sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES)"))
+	case job.LocalRank < visible:
+		return job.LocalRank, nil
+	case visible == 1:
+		return 0, nil
+	}
+	return 0, rankError{job.Rank, job.Size, fmt.Errorf("local rank %d on its node, but the driver sees %d GPUs (0..%d): start at most %d ranks per node, or bind one GPU to each rank (srun --gpus-per-task=1, or CUDA_VISIBLE_DEVICES per rank)",
+		job.LocalRank, visible, visible-1, visible)}
 }
 
 func (d *deviceFlags) cpu(stderr io.Writer, why string) backend.Backend {
@@ -169,8 +209,14 @@ func (d *deviceFlags) cuda(ordinal int) (*cuda.Backend, error) {
 	if d.verbose {
 		opts.Verbose = d.stderr
 	}
-	return cuda.New(opts)
+	return newCUDA(opts)
 }
+
+// The GPU's entry points, which tests replace to play a machine with GPUs.
+var (
+	visibleGPUs = cuda.VisibleDevices
+	newCUDA     = cuda.New
+)
 
 // shortReason keeps the first clause of a library error for the one-line "device:" note.
 func shortReason(err error) string {

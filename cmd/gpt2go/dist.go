@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -79,9 +80,28 @@ func (d *distFlags) open(be backend.Backend, stderr io.Writer) error {
 		return fmt.Errorf("data parallel training needs the CPU or the CUDA backend, not %s", be.Name())
 	}
 	if err != nil {
-		return fmt.Errorf("rank %d of %d: %w", d.env.Rank, d.env.Size, err)
+		return rankError{d.env.Rank, d.env.Size, err}
 	}
 	return nil
+}
+
+// rankError is one rank's error in a job started by a launcher: "rank r of n: err". An error that
+// carries it already names its rank (onRank leaves it as it is).
+type rankError struct {
+	rank, size int
+	err        error
+}
+
+func (e rankError) Error() string { return fmt.Sprintf("rank %d of %d: %v", e.rank, e.size, e.err) }
+func (e rankError) Unwrap() error { return e.err }
+
+// onRank names env's rank in err when the job has more than one process, unless err already does.
+func onRank(env dist.Env, err error) error {
+	var named rankError
+	if err == nil || !env.Distributed() || errors.As(err, &named) {
+		return err
+	}
+	return rankError{env.Rank, env.Size, err}
 }
 
 // rank0First runs f on rank 0, then on the other ranks once rank 0 is done (data preparation into

@@ -358,7 +358,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	// The backend first: with several ranks it carries the communicator, which orders the
 	// ranks' data preparation (rank 0 first).
-	dev.localRank = df.env.LocalRank
+	dev.job = df.env
 	devNote := stderr
 	if df.env.Rank != 0 {
 		devNote = io.Discard // one "device:" line per job, not per rank
