@@ -6,7 +6,8 @@
 //
 // This package also holds what every launcher-started job needs: the rank environment (Env, from
 // torchrun, SLURM, Open MPI's mpirun or MPICH's), and the exchange of NCCL's unique id from rank 0
-// to the other ranks over TCP (ServeID, FetchID, ExchangeID).
+// to the other ranks over TCP (ServeID, FetchID, ExchangeID; under mpirun, dist/mpi's ShareID
+// sends it with MPI_Bcast instead).
 //
 // The trainer's side (train/dist.go) uses it for DDP (an all-reduce of the gradient, on CPU ranks
 // layer by layer while backward runs: gpt.Trainable.StreamGrads), ZeRO-1 (reduce-scatter of the

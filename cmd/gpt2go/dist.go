@@ -56,7 +56,18 @@ func (d *distFlags) open(be backend.Backend, stderr io.Writer) error {
 	switch b := be.(type) {
 	case *cuda.Backend:
 		var c *nccl.Comm
-		if c, err = nccl.Open(b, d.env, nccl.Options{Timeout: d.timeout}); err == nil {
+		opts := nccl.Options{Timeout: d.timeout}
+		if d.env.Launcher == "openmpi" || d.env.Launcher == "mpich" {
+			// mpirun's ranks get NCCL's id over MPI_Bcast: no MASTER_ADDR, on any number of nodes.
+			var id []byte
+			var rank, size int
+			if id, rank, size, err = mpi.ShareID(nccl.NewID, idTimeout); err == nil {
+				c, err = nccl.OpenWithID(b, rank, size, id, opts)
+			}
+		} else {
+			c, err = nccl.Open(b, d.env, opts)
+		}
+		if err == nil {
 			d.comm = c
 			if d.env.Rank == 0 {
 				fmt.Fprintf(stderr, "data parallel: NCCL %s, %d ranks (%s)\n", c.Version(), d.env.Size, d.env.Launcher)
@@ -103,6 +114,10 @@ func onRank(env dist.Env, err error) error {
 	}
 	return rankError{env.Rank, env.Size, err}
 }
+
+// idTimeout bounds the hand-out of NCCL's id over MPI, as nccl.Options.IDTimeout's default does
+// over TCP: ranks start at different times.
+const idTimeout = 5 * time.Minute
 
 // rank0First runs f on rank 0, then on the other ranks once rank 0 is done (data preparation into
 // a shared cache: one writer). In a job of one process it just runs f.

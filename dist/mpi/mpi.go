@@ -56,7 +56,8 @@ var (
 )
 
 // Open initializes MPI (once per process; MPI cannot start again after Close) and returns the
-// communicator of all ranks, for buffers of mem (the CPU backend).
+// communicator of all ranks, for buffers of mem (the CPU backend; nil for a communicator that
+// only broadcasts bytes, as ShareID's does).
 func Open(mem backend.HostMemory, opts Options) (*Comm, error) {
 	openMu.Lock()
 	defer openMu.Unlock()
@@ -275,6 +276,61 @@ func (c *Comm) Broadcast(buf backend.Buf, root int) error {
 	return c.watch("broadcast", func() error {
 		return c.l.call("MPI_Bcast", c.l.bcast, ptr(x), uintptr(len(x)), c.l.float, uintptr(root), c.l.world)
 	})
+}
+
+// BroadcastBytes copies root's b into b on every rank (MPI_Bcast of bytes): for what is not a
+// backend's float32 buffer, such as NCCL's unique id. Every rank passes the same length.
+func (c *Comm) BroadcastBytes(b []byte, root int) error {
+	if err := dist.CheckRoot("broadcast", root, c.size); err != nil || c.size == 1 {
+		return err
+	}
+	if len(b) > maxCount {
+		return fmt.Errorf("broadcast: %d bytes is more than MPI's %d", len(b), maxCount)
+	}
+	return c.watch("broadcast", func() error {
+		err := c.l.call("MPI_Bcast", c.l.bcast, ptr(b), uintptr(len(b)), c.l.byte_, uintptr(root), c.l.world)
+		runtime.KeepAlive(b)
+		return err
+	})
+}
+
+// ShareID starts MPI, hands the id that newID makes on rank 0 to every rank with MPI_Bcast, and
+// shuts MPI down again, returning the id and this process's rank and the world size: how the
+// ranks of mpirun get NCCL's unique id, with no address for rank 0 (MASTER_ADDR) on any node.
+// When newID fails, rank 0 returns its error and the others one saying so; timeout bounds the
+// whole exchange (0: no bound). MPI cannot start again in this process afterwards.
+func ShareID(newID func() ([]byte, error), timeout time.Duration) (id []byte, rank, size int, err error) {
+	c, err := Open(nil, Options{Timeout: timeout})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	// One status byte (0: the id follows; 1: rank 0 failed), then dist.IDSize bytes.
+	msg := make([]byte, 1+dist.IDSize)
+	var made error
+	if c.rank == 0 {
+		id, made = newID()
+		switch {
+		case made != nil:
+			msg[0] = 1
+		case len(id) != dist.IDSize:
+			msg[0], made = 1, fmt.Errorf("the id is %d bytes, want %d", len(id), dist.IDSize)
+		default:
+			copy(msg[1:], id)
+		}
+	}
+	err = c.BroadcastBytes(msg, 0)
+	if err == nil {
+		err = c.Close()
+	}
+	switch {
+	case made != nil:
+		return nil, c.rank, c.size, made
+	case err != nil:
+		return nil, c.rank, c.size, err
+	case msg[0] != 0:
+		return nil, c.rank, c.size, fmt.Errorf("rank 0 could not make the id (its own error says why)")
+	}
+	return msg[1:], c.rank, c.size, nil
 }
 
 func (c *Comm) Barrier() error {

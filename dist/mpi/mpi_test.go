@@ -148,6 +148,9 @@ func (c collective) want(rank, size int) (want []float32, check func(i int) bool
 
 // child runs one scenario as one rank.
 func child(scenario string) error {
+	if strings.HasPrefix(scenario, "shareid") {
+		return shareID(scenario)
+	}
 	opts := Options{Native: os.Getenv("GPT2GO_MPI_NATIVE") == "1"}
 	opts.ChunkElems, _ = strconv.Atoi(os.Getenv("GPT2GO_MPI_CHUNK"))
 	if scenario == "timeout" {
@@ -212,6 +215,21 @@ func child(scenario string) error {
 		}
 		results[c.key()] = bits
 	}
+	// Bytes from the last rank, of a length that divides by nothing in particular.
+	msg := make([]byte, 1001)
+	if rank == size-1 {
+		for i := range msg {
+			msg[i] = byte(i*7 + 3)
+		}
+	}
+	if err := comm.BroadcastBytes(msg, size-1); err != nil {
+		return err
+	}
+	for i, b := range msg {
+		if b != byte(i*7+3) {
+			return fmt.Errorf("rank %d: byte %d of the broadcast is %d, want %d", rank, i, b, byte(i*7+3))
+		}
+	}
 	if err := comm.Barrier(); err != nil {
 		return err
 	}
@@ -220,6 +238,42 @@ func child(scenario string) error {
 		return err
 	}
 	return comm.Close()
+}
+
+// shareID runs ShareID as one rank: "shareid" checks the id each rank gets, "shareid-fail" has
+// rank 0 fail to make it, "shareid-then-die" has rank 1 exit with an error once MPI is shut down
+// (as an NCCL rank would) while the others go on working.
+func shareID(scenario string) error {
+	want := make([]byte, dist.IDSize)
+	for i := range want {
+		want[i] = byte(i*5 + 1)
+	}
+	made := 0
+	id, rank, size, err := ShareID(func() ([]byte, error) {
+		made++
+		if scenario == "shareid-fail" {
+			return nil, errors.New("ncclGetUniqueId failed: on purpose")
+		}
+		return want, nil
+	}, time.Minute)
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", rank, err)
+	}
+	if made != 0 && rank != 0 {
+		return fmt.Errorf("rank %d made an id", rank)
+	}
+	if !bytes.Equal(id, want) {
+		return fmt.Errorf("rank %d of %d: got id %x..., want %x...", rank, size, id[:8], want[:8])
+	}
+	fmt.Printf("rank %d of %d: the id arrived\n", rank, size)
+	if scenario == "shareid-then-die" {
+		if rank == 1 {
+			fmt.Fprintln(os.Stderr, "rank 1: failing on purpose")
+			os.Exit(3)
+		}
+		time.Sleep(2 * time.Minute)
+	}
+	return nil
 }
 
 // requireEnv turns the skips below into failures (CI sets it, with Open MPI installed).
@@ -382,6 +436,34 @@ func TestFaultsEndTheJob(t *testing.T) {
 			t.Logf("the job ended after %v: %v", took.Round(time.Millisecond), err)
 		})
 	}
+}
+
+// ShareID hands rank 0's id to every rank over MPI_Bcast (what mpirun's ranks do for NCCL's id,
+// needing no MASTER_ADDR); a failure on rank 0 reaches every rank; and a rank that fails after
+// MPI is shut down still ends the job.
+func TestShareID(t *testing.T) {
+	for _, np := range []int{2, 3} {
+		t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) {
+			out, err, _ := mpirun(t, np, "shareid", time.Minute)
+			if err != nil || strings.Count(out, "the id arrived") != np {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+	t.Run("rank 0 fails", func(t *testing.T) {
+		out, err, _ := mpirun(t, 2, "shareid-fail", time.Minute)
+		if err == nil || !strings.Contains(out, "rank 0: ncclGetUniqueId failed: on purpose") ||
+			!strings.Contains(out, "rank 1: rank 0 could not make the id") {
+			t.Fatalf("%v; want both ranks to fail, naming the cause\n%s", err, out)
+		}
+	})
+	t.Run("a rank fails afterwards", func(t *testing.T) {
+		out, err, took := mpirun(t, 2, "shareid-then-die", 90*time.Second)
+		if err == nil || took > time.Minute {
+			t.Fatalf("%v after %v; want the job ended well before rank 0's 2 minutes\n%s", err, took, out)
+		}
+		t.Logf("the job ended after %v: %v", took.Round(time.Millisecond), err)
+	})
 }
 
 // Without libmpi, Open fails with one line naming the library and what to install.

@@ -188,21 +188,33 @@ func Open(be *cuda.Backend, env dist.Env, opts Options) (*Comm, error) {
 	if opts.IDTimeout <= 0 {
 		opts.IDTimeout = 5 * time.Minute
 	}
-	id, err := dist.ExchangeID(env, func() ([]byte, error) {
-		var id uniqueID
-		if err := l.check("ncclGetUniqueId", first(purego.SyscallN(l.getUniqueID, uintptr(unsafe.Pointer(&id))))); err != nil {
-			return nil, err
-		}
-		return id.Internal[:], nil
-	}, opts.IDTimeout)
+	id, err := dist.ExchangeID(env, l.newID, opts.IDTimeout)
 	if err != nil {
 		return nil, err
 	}
 	return open(l, be, env.Rank, env.Size, id, opts)
 }
 
+// NewID makes the unique id of a new communicator (ncclGetUniqueId), on the rank that hands it to
+// the others by its own means (mpi.ShareID), for OpenWithID.
+func NewID() ([]byte, error) {
+	l, err := loadLib()
+	if err != nil {
+		return nil, err
+	}
+	return l.newID()
+}
+
+func (l *lib) newID() ([]byte, error) {
+	var id uniqueID
+	if err := l.check("ncclGetUniqueId", first(purego.SyscallN(l.getUniqueID, uintptr(unsafe.Pointer(&id))))); err != nil {
+		return nil, err
+	}
+	return id.Internal[:], nil
+}
+
 // OpenWithID joins the communicator of size ranks named by id (made by rank 0's NewID and sent
-// by other means, such as MPI).
+// by other means, such as MPI: mpi.ShareID).
 func OpenWithID(be *cuda.Backend, rank, size int, id []byte, opts Options) (*Comm, error) {
 	l, err := loadLib()
 	if err != nil {
