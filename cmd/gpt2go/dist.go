@@ -106,6 +106,17 @@ type rankError struct {
 func (e rankError) Error() string { return fmt.Sprintf("rank %d of %d: %v", e.rank, e.size, e.err) }
 func (e rankError) Unwrap() error { return e.err }
 
+// inJob names this process's rank in err when a launcher started it as one rank of several: an
+// error before the communicator opens (a flag, --resume, the device) is printed by every rank,
+// and the lines should say whose they are, as later ones do.
+func inJob(err error) error {
+	env, envErr := dist.FromEnv()
+	if envErr != nil { // the error is most likely about the environment itself
+		return err
+	}
+	return onRank(env, err)
+}
+
 // onRank names env's rank in err when the job has more than one process, unless err already does.
 func onRank(env dist.Env, err error) error {
 	var named rankError

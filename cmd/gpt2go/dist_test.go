@@ -351,3 +351,43 @@ func TestDataParallelFaults(t *testing.T) {
 		}
 	})
 }
+
+// Errors before the communicator opens (flags, --resume, the device) name the rank once, as the
+// later ones do, when the environment says the process is one rank of several; a process of its
+// own prints them as before.
+func TestErrorsBeforeCommNameTheRank(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	cases := []struct {
+		args []string
+		want string // after "gpt2go train: " and the rank
+	}{
+		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"--zero", "2", "--out", out}, "--zero 2: use 0 (DDP) or 1 (ZeRO-1)"},
+		{[]string{"--resume", "/nonexistent/run"}, "resume /nonexistent/run: no such run directory"},
+		{[]string{"--device", "cuda:99", "--out", out, "--data", "shakespeare"}, "--device cuda:99: "},
+	}
+	check := func(t *testing.T, prefix string) {
+		t.Helper()
+		for _, c := range cases {
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), append([]string{"train"}, c.args...), &stdout, &stderr)
+			line := stderr.String()
+			if code == 0 || !strings.HasPrefix(line, prefix+c.want) || strings.Count(line, "\n") != 1 || strings.Count(line, "rank ") > 1 {
+				t.Errorf("train %s: exit %d, stderr %q; want one line starting %q", strings.Join(c.args, " "), code, line, prefix+c.want)
+			}
+		}
+	}
+	t.Run("one process", func(t *testing.T) { check(t, "gpt2go train: ") })
+	t.Run("torchrun rank", func(t *testing.T) {
+		for k, v := range map[string]string{"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"} {
+			t.Setenv(k, v)
+		}
+		check(t, "gpt2go train: rank 1 of 2: ")
+	})
+	t.Run("mpirun rank", func(t *testing.T) {
+		for k, v := range map[string]string{"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "3", "OMPI_COMM_WORLD_LOCAL_RANK": "0"} {
+			t.Setenv(k, v)
+		}
+		check(t, "gpt2go train: rank 2 of 3: ")
+	})
+}

@@ -114,7 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		fmt.Fprintf(stderr, "gpt2go: warning: %s\n", w)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "gpt2go: %v\n", err)
+		fmt.Fprintf(stderr, "gpt2go: %v\n", inJob(err))
 		return 1
 	}
 	switch {
@@ -137,7 +137,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		case errors.Is(err, flag.ErrHelp):
 			return 0
 		default:
-			fmt.Fprintf(stderr, "gpt2go %s: %s\n", c.name, strings.ReplaceAll(err.Error(), "\n", " "))
+			fmt.Fprintf(stderr, "gpt2go %s: %s\n", c.name, strings.ReplaceAll(inJob(err).Error(), "\n", " "))
 			return failureCode(ctx)
 		}
 	}
