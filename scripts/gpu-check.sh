@@ -3,7 +3,7 @@
 # summary table. It builds nothing (the GPU machine may have no Go): run scripts/gpu-build.sh first
 # where Go is, and bring .gpupack/ (or .gpubin/) along. PyTorch (for the peer benchmark) is optional.
 #
-#   PART=1 scripts/gpu-check.sh [OUTDIR]   tests, the 124M speed table, the command line (~6 min)
+#   PART=1 scripts/gpu-check.sh [OUTDIR]   tests, the 124M speed table, the command line, NCCL (~7 min)
 #   PART=2 scripts/gpu-check.sh [OUTDIR]   precision curves: char Shakespeare, 124M on BPE (~8 min)
 #   PART=3 scripts/gpu-check.sh [OUTDIR]   the speed ladder: gpt2go's rungs and PyTorch's (build-
 #                                          nanogpt's road, torch.compile included) at B=16 (~6 min)
@@ -83,7 +83,9 @@ for spec in cuda:backend/cuda cpu:backend/cpu gpt:gpt bert:bert train:train nccl
   if [ ! -x "$bin/$t.test" ]; then row "go test ./$dir" "MISSING" "run scripts/gpu-build.sh"; continue; fi
   start=$(date +%s)
   status=PASS
-  (cd "$dir" && "$root/$bin/$t.test" -test.v -test.count=1 > "$work/test-$t.log" 2>&1) || status=FAIL
+  # NCCL's tests skip without libnccl; here its absence is a failure, as the GPU's is.
+  require=(); [ "$t" = nccl ] && require=(GPT2GO_REQUIRE_NCCL=1)
+  (cd "$dir" && env "${require[@]}" "$root/$bin/$t.test" -test.v -test.count=1 > "$work/test-$t.log" 2>&1) || status=FAIL
   pass=$(grep -c -- '--- PASS' "$work/test-$t.log"); skip=$(grep -c -- '--- SKIP' "$work/test-$t.log"); fail=$(grep -c -- '--- FAIL' "$work/test-$t.log")
   row "go test ./$dir" "$status" "$pass pass, $fail fail, $skip skip, $(( $(date +%s) - start )) s"
   grep -E -- '--- FAIL|--- SKIP|relative L2|skipped' "$work/test-$t.log" | head -60 > "$work/test-$t.summary"
@@ -103,6 +105,18 @@ for spec in cuda:TestOps16MatchCPU cuda:TestConvertMatchesCPUBits gpt:TestCUDAMi
   worst=$(grep -A400 -- "=== RUN   $name" "$log" | grep -o 'relative L2 error [0-9.e+-]*' | awk '{print $4}' | sort -g | tail -1)
   row "$name" "$st" "$( [ -n "$worst" ] && echo "largest relative L2 $worst; " )see test-$t.log"
 done
+# Which libnccl the NCCL tests loaded (TestOneRank logs "NCCL <version> (<path>)"): pip's
+# nvidia-nccl-cu* wheel, the CUDA toolkit or the system.
+if [ -f "$work/test-nccl.log" ]; then
+  nccl=$(grep -m1 -o 'NCCL [0-9][0-9.]* ([^)]*)' "$work/test-nccl.log")
+  case $nccl in
+    *site-packages/nvidia/nccl*) from="pip's nvidia-nccl wheel" ;;
+    "") from="" ;;
+    *) from="not pip's wheel" ;;
+  esac
+  if [ -n "$nccl" ]; then row "libnccl loaded" "info" "$nccl, $from"
+  else row "libnccl loaded" "FAIL" "TestOneRank named no NCCL; see test-nccl.log"; fi
+fi
 
 # Attention kernels alone at GPT-2 124M's shape (B=8 T=1024 NH=12 HS=64, causal), TFLOP/s as
 # FlashAttention counts them (issue 18's targets on an H100: 250 forward, 200 backward in bf16).
@@ -307,6 +321,7 @@ done
 # 5. Data parallel through NCCL: torchrun starts one rank on the GPU, which goes through the whole
 # communicator path (DDP, then ZeRO-1); its losses must equal a plain run's bit for bit (the grad
 # norm is the in-order sum of per-4096-block sums, SumSquaresBlocks, with or without shards).
+# Then two ranks on the one GPU, if NCCL lets them.
 if "$py" -c 'import torch.distributed.run' 2>/dev/null && [ -n "$GPT2GO_SHAKESPEARE" ]; then
   dp=(train --data "$GPT2GO_SHAKESPEARE" --device cuda --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --seq-len 64
       --batch-size 12 --steps 30 --eval-every 15 --eval-batches 4 --sample-tokens 0 --ckpt-every 0 --log-every 10
@@ -326,6 +341,51 @@ if "$py" -c 'import torch.distributed.run' 2>/dev/null && [ -n "$GPT2GO_SHAKESPE
       row "torchrun 1 rank, NCCL, $mode" "FAIL" "$(tail -1 "$work/dp-$tag.log" | cut -c1-150)"
     fi
   done
+  # Two ranks on the one GPU, through torchrun --nproc-per-node=2 with its agent holding
+  # MASTER_PORT (static rendezvous), so rank 0 hands NCCL's id out beside it, on MASTER_PORT+1.
+  # Each rank sees one GPU and opens it (ordinal 0). NCCL refuses two ranks on one GPU
+  # ("Duplicate GPU") unless it takes them for ranks of different hosts (NCCL_HOSTID per rank,
+  # over the socket transport) or, from NCCL 2.30, NCCL_MULTI_RANK_GPU_ENABLE=1 allows it: a
+  # refusal is reported as such, not failed. A way that works is compared with one process's
+  # --grad-accum 2 at the same global batch, in fp32 (NCCL's sum of 2 ranks is one float32
+  # addition per element, as accumulating 2 micro-batches is).
+  dp2=(train --data "$GPT2GO_SHAKESPEARE" --device cuda --precision fp32 --n-layer 4 --n-head 4 --n-embd 128
+       --block-size 64 --seq-len 64 --batch-size 12 --steps 30 --eval-every 15 --eval-batches 4 --sample-tokens 0
+       --ckpt-every 0 --log-every 10 --cache-dir "$work/cache" --force --tensorboard=false --dist-timeout 30s)
+  nums() { grep -o '"loss":[^,]*\|"val_loss":[^,}]*' "$1/log.jsonl" 2>/dev/null | cut -d: -f2; }
+  "$bin/gpt2go" "${dp2[@]}" --grad-accum 2 --out "$work/dp2-accum" > "$work/dp2-accum.log" 2>&1 \
+    || row "1 process --grad-accum 2 (the reference)" "FAIL" "$(tail -1 "$work/dp2-accum.log" | cut -c1-150)"
+  # NCCL_HOSTID must differ per rank, and torchrun gives every rank the same environment.
+  # shellcheck disable=SC2016 # $LOCAL_RANK and $@ are the wrapper's, expanded when it runs
+  printf '#!/bin/sh\nNCCL_HOSTID=gpt2go-check-$LOCAL_RANK exec "$@"\n' > "$work/hostid.sh" && chmod +x "$work/hostid.sh"
+  port=$((29600 + RANDOM % 300 * 2))
+  for way in plain hostid multirank; do
+    case $way in
+      plain) what="as is"; wrap=(); nenv=() ;;
+      hostid) what="NCCL_HOSTID per rank"; wrap=("$work/hostid.sh")
+              nenv=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo) ;;
+      multirank) what="MULTI_RANK_GPU_ENABLE"; wrap=(); nenv=(NCCL_MULTI_RANK_GPU_ENABLE=1) ;;
+    esac
+    port=$((port + 2))
+    log=$work/dp2-$way.log
+    if env NCCL_DEBUG=WARN "${nenv[@]}" timeout 120 "$py" -m torch.distributed.run --no-python --nproc-per-node=2 \
+        --master-addr=127.0.0.1 --master-port=$port "${wrap[@]}" "$bin/gpt2go" "${dp2[@]}" --out "$work/dp2-$way" > "$log" 2>&1; then
+      diff=$(paste <(nums "$work/dp2-$way") <(nums "$work/dp2-accum") | awk '{d=$1-$2; if (d<0) d=-d; if (d>m) m=d; n++} END {printf "%d numbers, max |diff| %g", n, m}')
+      if cmp -s <(nums "$work/dp2-$way") <(nums "$work/dp2-accum") && [ -n "$(nums "$work/dp2-accum")" ]; then st=ok; same="the same bits"
+      else st=$(echo "$diff" | awk '{print ($NF <= 1e-3 && $1 > 0) ? "close" : "FAIL"}'); same=$diff; fi
+      row "torchrun x2 on 1 GPU, $what" "$st" "losses vs 1 process --grad-accum 2: $same; $(grep -m1 -o 'NCCL [^,]*' "$log")"
+    elif grep -q 'Duplicate GPU\|ncclCommInitRank failed\|ncclInvalidUsage\|ncclSystemError\|ncclInternalError\|ncclRemoteError' "$log"; then
+      row "torchrun x2 on 1 GPU, $what" "refused" "refused by NCCL: $(grep -m1 -o 'Duplicate GPU.*\|ncclCommInitRank failed.*' "$log" | cut -c1-140)"
+    else
+      row "torchrun x2 on 1 GPU, $what" "FAIL" "$(grep -m1 'gpt2go train:' "$log" | cut -c1-150 || tail -1 "$log" | cut -c1-150)"
+    fi
+  done
+  # Whatever NCCL said, the id must have gone round beside torchrun's agent.
+  if grep -q 'cannot listen on\|no NCCL id from rank 0\|did not fetch the NCCL id' "$work"/dp2-*.log; then
+    row "torchrun x2: NCCL id beside the agent" "FAIL" "$(grep -h -m1 'cannot listen on\|no NCCL id\|did not fetch' "$work"/dp2-*.log | head -1 | cut -c1-150)"
+  else
+    row "torchrun x2: NCCL id beside the agent" "ok" "agent on MASTER_PORT, id on MASTER_PORT+1; no exchange error in dp2-*.log"
+  fi
 else
   row "torchrun + NCCL" "SKIP" "no torch.distributed for $py or no Shakespeare text"
 fi
