@@ -4,7 +4,8 @@
 # where Go is, and bring .gpupack/ (or .gpubin/) along. PyTorch (for the peer benchmark) is optional.
 #
 #   PART=1 scripts/gpu-check.sh [OUTDIR]   tests, the 124M speed table, the command line, NCCL (~7 min)
-#   PART=2 scripts/gpu-check.sh [OUTDIR]   precision curves: char Shakespeare, 124M on BPE (~8 min)
+#   PART=2 scripts/gpu-check.sh [OUTDIR]   precision curves: char Shakespeare, 124M on BPE; the
+#                                          transformers check of the HF export (~9 min)
 #   PART=3 scripts/gpu-check.sh [OUTDIR]   the speed ladder: gpt2go's rungs and PyTorch's (build-
 #                                          nanogpt's road, torch.compile included) at B=16 (~6 min)
 #   scripts/gpu-check.sh [OUTDIR]          all three (over the device tool's 10 minutes a call)
@@ -97,6 +98,7 @@ for spec in cuda:TestOps16MatchCPU cuda:TestConvertMatchesCPUBits gpt:TestCUDAMi
     cuda:TestGeluFusion cuda:TestMatchTargets cuda:TestMatmulEpilogueFallbacks cuda:TestGradStatsOnGPU cuda:TestAdamWAllOnGPU cuda:TestElementwiseVectorised cuda:TestAsyncDownload \
     cuda:TestEncoderBackwardPaths cuda:TestGraphReplays cuda:TestGraphRefusesHostWork train:TestCUDAPipelinedStepsMatch \
     cuda:TestSideStreamOrder cuda:TestInt8MatchesCPUBits gpt:TestCUDAQuantizeInt8 gpt:TestCUDAInt8TracksCPU gpt:TestCUDANewInferenceInt8 \
+    gpt:TestCUDAKVCacheMatchesForward cuda:TestAttentionForwardCachedMatchesCPU \
     nccl:TestOneRank nccl:TestWatchdogEndsAStuckCollective; do
   t=${spec%%:*} name=${spec#*:}
   log=$work/test-$t.log
@@ -465,6 +467,21 @@ if p2 && [ -n "$GPT2GO_SHAKESPEARE" ]; then
       || row "plot of the 124M curves" "FAIL" "$(tail -1 "$work/plot.log")"
   else
     row "prepare GPT-2 BPE shakespeare" "FAIL" "$(tail -1 "$work/prepare-bpe.log")"
+  fi
+fi
+
+# Hugging Face interchange (issue 17): transformers loads gpt2go's export and gives the same
+# logits, loss and greedy text, and gpt2go reads what transformers' save_pretrained writes;
+# scripts/hf-check.py prints PASS or FAIL per check. It needs transformers beside PyTorch.
+if p2 && [ -n "$GPT2GO_SHAKESPEARE" ]; then
+  if "$py" -c 'import transformers' 2>/dev/null; then
+    if "$py" scripts/hf-check.py --text "$GPT2GO_SHAKESPEARE" --gpt2go "$bin/gpt2go" --out "$work/hf" > "$work/hf-check.log" 2>&1; then
+      row "transformers vs gpt2go (hf-check.py)" "ok" "$(grep -c '^PASS' "$work/hf-check.log") checks passed"
+    else
+      row "transformers vs gpt2go (hf-check.py)" "FAIL" "$( (grep '^FAIL' "$work/hf-check.log" || tail -1 "$work/hf-check.log") | head -1 | cut -c1-150)"
+    fi
+  else
+    row "transformers vs gpt2go (hf-check.py)" "SKIP" "no transformers for $py"
   fi
 fi
 
