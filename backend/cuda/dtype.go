@@ -30,9 +30,13 @@ func (be *Backend) CheckDType(dt backend.DType) error {
 
 // DefaultDType is the compute format of a training run that names no --precision: bf16 where
 // the GPU multiplies bf16 (compute capability 8.0 and newer), else fp16.
-func (be *Backend) DefaultDType() backend.DType { return defaultDType(be.g.Info.Major) }
+func (be *Backend) DefaultDType() backend.DType { return DefaultDTypeFor(be.g.Info.Major) }
 
-func defaultDType(major int) backend.DType {
+// ComputeCapability is the GPU's compute capability, e.g. 8, 0 for sm_80.
+func (be *Backend) ComputeCapability() (major, minor int) { return be.g.Info.Major, be.g.Info.Minor }
+
+// DefaultDTypeFor is DefaultDType for a GPU of compute capability major.x.
+func DefaultDTypeFor(major int) backend.DType {
 	if major >= 8 {
 		return backend.BF16
 	}

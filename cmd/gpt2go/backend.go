@@ -21,7 +21,8 @@ type deviceFlags struct {
 	device    string
 	threads   int
 	tf32      bool
-	precision string // as given; "" until open resolves the default
+	precision string        // as given; "" until open resolves the default
+	flagSet   *flag.FlagSet // register's, where open reads which of --tf32 and --precision were given
 	verbose   bool
 	int8      bool // --int8 (registerInt8: sample and eval)
 	stderr    io.Writer
@@ -32,8 +33,9 @@ type deviceFlags struct {
 func (d *deviceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.device, "device", "auto", "compute device: auto (a GPU when one is usable, else the CPU), cpu, cuda or cuda:N")
 	fs.IntVar(&d.threads, "threads", 0, "CPU threads (0 = all cores)")
-	fs.BoolVar(&d.tf32, "tf32", true, "GPU matmuls on TF32 tensor cores (as PyTorch recommends for training); --tf32=false for exact fp32")
-	fs.StringVar(&d.precision, "precision", "", "fp32, tf32, bf16 or fp16: bf16/fp16 keep fp32 master weights and compute in 16 bits (emulated exactly on the CPU); default: bf16 on a GPU that has it (sm_80+), fp16 on older GPUs (fp32 with --tf32=false), fp32 on the CPU")
+	fs.BoolVar(&d.tf32, "tf32", true, "GPU matmuls of fp32 buffers on TF32 tensor cores (as PyTorch recommends); given alone, --tf32 means --precision tf32 (fp32 storage, TF32 matmuls), --tf32=false means --precision fp32 (exact); with neither flag a GPU runs bf16 or fp16 (see --precision)")
+	fs.StringVar(&d.precision, "precision", "", "fp32, tf32, bf16 or fp16: bf16/fp16 keep fp32 master weights and compute in 16 bits (emulated exactly on the CPU); default: bf16 on a GPU that has it (sm_80+), fp16 on older GPUs, fp32 on the CPU; --tf32 alone means tf32, --tf32=false fp32; --precision wins over --tf32")
+	d.flagSet = fs
 	fs.BoolVar(&d.verbose, "verbose", false, "report device details such as the memory plan (bytes per category)")
 }
 
@@ -60,6 +62,7 @@ func (d *deviceFlags) open(stderr io.Writer) (backend.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	given := setFlags(d.flagSet)
 	switch d.precision { // --precision wins over --tf32
 	case "fp32":
 		d.tf32 = false
@@ -73,13 +76,31 @@ func (d *deviceFlags) open(stderr io.Writer) (backend.Backend, error) {
 	if err := be.CheckDType(dt); err != nil {
 		return nil, err
 	}
-	if d.precision == "" {
-		d.precision = "fp32"
-		if g, onGPU := be.(*cuda.Backend); onGPU && d.tf32 { // --tf32=false alone still asks for exact fp32
-			d.precision = g.DefaultDType().String()
-		}
+	gpuMajor := 0
+	if g, onGPU := be.(*cuda.Backend); onGPU {
+		gpuMajor, _ = g.ComputeCapability()
 	}
+	d.precision = resolvePrecision(d.precision, d.tf32, given["tf32"], gpuMajor)
 	return be, nil
+}
+
+// resolvePrecision is the precision a command runs in: --precision when given; else what --tf32
+// says when it is given (--tf32: tf32, fp32 storage and TF32 matmuls, as before mixed precision;
+// --tf32=false: exact fp32); else on a GPU of compute capability gpuMajor the default of its
+// generation (bf16 from sm_80, where cuBLASLt multiplies bf16; fp16 on sm_70 and sm_75), and fp32
+// on the CPU (gpuMajor 0), where 16-bit formats are emulated and cost time and memory.
+func resolvePrecision(precision string, tf32, tf32Given bool, gpuMajor int) string {
+	switch {
+	case precision != "":
+		return precision
+	case tf32Given && tf32:
+		return "tf32"
+	case tf32Given:
+		return "fp32"
+	case gpuMajor > 0:
+		return cuda.DefaultDTypeFor(gpuMajor).String()
+	}
+	return "fp32"
 }
 
 // newModel builds loaded's forward-only model (no gradients or moments) on be for batches of
