@@ -47,6 +47,15 @@ func (c Config) PrecisionName() string {
 	return c.Precision
 }
 
+// PrecisionOn is the precision name that runs on a GPU (gpu) or on the CPU: tf32 is a mode of a
+// GPU's matmul units, so the CPU runs it as plain fp32.
+func PrecisionOn(name string, gpu bool) string {
+	if name == "tf32" && !gpu {
+		return "fp32"
+	}
+	return name
+}
+
 // validatePrecision checks the precision flags.
 func (c Config) validatePrecision() error {
 	dt, err := ParsePrecision(c.Precision)

@@ -110,7 +110,7 @@ func runProfile(ctx context.Context, be backend.Backend, opts ProfileOptions) (*
 
 	res := &ProfileResult{
 		Version: 1, Arch: cfg.Arch, Model: cfg.Model, BatchSize: B, SeqLen: T, GradAccum: cfg.GradAccum, Data: cfg.Data,
-		Precision:   cfg.PrecisionName(),
+		Precision:   PrecisionOn(cfg.PrecisionName(), opts.GPU),
 		WarmupSteps: opts.Warmup, Steps: opts.Steps,
 	}
 	var peak float64 // measured before the steps, so that the measurement is not profiled

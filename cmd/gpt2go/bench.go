@@ -118,7 +118,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if h := res.LaunchHint(); h != "" {
 		res.Hints = append(res.Hints, h)
 	}
-	res.Precision = dev.precision
+	res.Precision = train.PrecisionOn(dev.precision, onGPU)
 	if a, ok := be.(interface{ Allocated() int64 }); ok {
 		res.DeviceMemMB = float64(a.Allocated()) / (1 << 20)
 	}
@@ -133,7 +133,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		on += ", matmul kernel " + res.MatmulKernel
 	}
 	fmt.Fprintf(stdout, "%s %d layers x %d heads x %d channels (%.1fM params), B=%d T=%d, %s, on %s\n",
-		familyName(run.Arch), cfg.NumLayers, cfg.NumHeads, cfg.Channels, float64(run.NumParams())/1e6, B, T, res.Precision, on)
+		familyName(run.Arch), cfg.NumLayers, cfg.NumHeads, cfg.Channels, float64(run.NumParams())/1e6, B, T, precisionRun(dev.precision, res.Precision), on)
 	fmt.Fprintf(stdout, "%.1f ms/step (min %.1f) over %d steps | %.0f tok/s | %.1f GFLOP/s",
 		res.MsPerStep, res.MinMs, res.Steps, res.TokPerSec, res.GFlops)
 	if res.PeakGFlops > 0 {
@@ -153,6 +153,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		printTuned(stdout, g.TunedMatmuls(), g.MatmulCachePath())
 	}
 	return nil
+}
+
+// precisionRun names the precision that ran (train.PrecisionOn), and the one asked for where
+// the device ran it as another.
+func precisionRun(asked, ran string) string {
+	if asked == ran {
+		return ran
+	}
+	return fmt.Sprintf("%s (%s runs as %s on the CPU)", ran, asked, ran)
 }
 
 // printTuned reports the matmul algorithms picked by timing: each shape's candidates, the rank

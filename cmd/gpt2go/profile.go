@@ -177,8 +177,9 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	c := res.Model
-	fmt.Fprintf(stdout, "%s %d layers x %d heads x %d channels (%.1fM params), B=%d T=%d accum %d on %s\n",
-		familyName(res.Arch), c.NumLayers, c.NumHeads, c.Channels, float64(opts.Config.NumParams())/1e6, res.BatchSize, res.SeqLen, res.GradAccum, res.Report.Backend)
+	fmt.Fprintf(stdout, "%s %d layers x %d heads x %d channels (%.1fM params), B=%d T=%d, %s, accum %d on %s\n",
+		familyName(res.Arch), c.NumLayers, c.NumHeads, c.Channels, float64(opts.Config.NumParams())/1e6, res.BatchSize, res.SeqLen,
+		precisionRun(opts.Config.PrecisionName(), res.Precision), res.GradAccum, res.Report.Backend)
 	fmt.Fprintf(stdout, "%d profiled steps after %d warm-up: %.1f ms/step, %.0f tok/s; totals over the profiled steps:\n\n",
 		res.Steps, res.WarmupSteps, res.StepMs, res.TokPerSec)
 	if err := res.Report.WriteTable(stdout); err != nil {

@@ -112,3 +112,38 @@ func withoutBookkeeping(args []string) []string {
 	}
 	return out
 }
+
+// profile --precision profiles that precision: its header and JSON name it, and its losses are
+// not fp32's; tf32 runs as fp32 on the CPU, and says so. bench names the precision the same way.
+func TestProfilePrecision(t *testing.T) {
+	dir := t.TempDir()
+	prof := func(prec string) (string, *train.ProfileResult) {
+		js := filepath.Join(dir, prec+".json")
+		out := mustRun(t, "profile", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16",
+			"--batch-size", "2", "--seq-len", "16", "--steps", "1", "--warmup-steps", "1", "--threads", "1",
+			"--device", "cpu", "--precision", prec, "--json", js)
+		return out, readProfile(t, js)
+	}
+	_, fp32 := prof("fp32")
+	for _, c := range []struct{ prec, header, json string }{
+		{"fp16", "B=2 T=16, fp16, accum 1 on", "fp16"},
+		{"bf16", "B=2 T=16, bf16, accum 1 on", "bf16"},
+		{"tf32", "B=2 T=16, fp32 (tf32 runs as fp32 on the CPU), accum 1 on", "fp32"},
+	} {
+		out, res := prof(c.prec)
+		if !strings.Contains(out, c.header) || res.Precision != c.json {
+			t.Errorf("profile --precision %s: want %q in the output and JSON precision %q, got %q; output:\n%s", c.prec, c.header, c.json, res.Precision, out)
+		}
+		if same := slices.Equal(res.Losses, fp32.Losses); same != (c.prec == "tf32") {
+			t.Errorf("profile --precision %s: losses %v, fp32's %v", c.prec, res.Losses, fp32.Losses)
+		}
+	}
+	bench := []string{"bench", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--vocab-size", "100",
+		"--batch-size", "2", "--seq-len", "8", "--steps", "1", "--threads", "1", "--device", "cpu", "--precision", "tf32"}
+	if out := mustRun(t, bench...); !strings.Contains(out, "B=2 T=8, fp32 (tf32 runs as fp32 on the CPU), on cpu") {
+		t.Errorf("bench --precision tf32 on the CPU does not say it runs fp32:\n%s", out)
+	}
+	if js := mustRun(t, append(bench, "--json")...); !strings.Contains(js, `"precision":"fp32"`) {
+		t.Errorf("bench --precision tf32 --json on the CPU does not say fp32: %s", js)
+	}
+}
