@@ -195,6 +195,10 @@ func TestPrecisionConfig(t *testing.T) {
 		{func(c *Config) { c.StochasticRounding = true }, "--stochastic-rounding"},
 		{func(c *Config) { c.Precision, c.LossScale.Backoff = "fp16", 1 }, "--loss-scale-backoff"},
 		{func(c *Config) { c.Precision, c.LossScale.Init = "fp16", 0 }, "--loss-scale"},
+		{func(c *Config) { c.Precision, c.LossScale.Init = "fp16", 1e12 }, "--loss-scale must be a power of two"},
+		{func(c *Config) { c.Precision, c.LossScale.Init = "fp16", 3*0x1p14 }, "--loss-scale must be a power of two"},
+		{func(c *Config) { c.Precision, c.LossScale.Growth = "fp16", 1.5 }, "--loss-scale-growth must be a power of two"},
+		{func(c *Config) { c.Precision, c.LossScale.Backoff = "fp16", 0.3 }, "--loss-scale-backoff must be a power of two"},
 	} {
 		cfg := smallConfig("x")
 		c.edit(&cfg)
@@ -206,6 +210,11 @@ func TestPrecisionConfig(t *testing.T) {
 	cfg.Precision, cfg.GradPrecision = "bf16", "bf16"
 	if err := cfg.Validate(); err != nil {
 		t.Error(err)
+	}
+	pow2 := smallConfig("x")
+	pow2.Precision, pow2.LossScale = "fp16", LossScaleConfig{Init: 0x1p-3, Growth: 1, Backoff: 0.25, Window: 7}
+	if err := pow2.Validate(); err != nil {
+		t.Errorf("powers of two refused: %v", err)
 	}
 	if p := cfg.ModelPrecision(); p != (gpt.Precision{Compute: p.Compute, Grads: p.Compute}) || p.Compute.String() != "bf16" {
 		t.Errorf("model precision %v", p)
@@ -287,5 +296,39 @@ func TestFP16LossScaleOnResume(t *testing.T) {
 	s.Update(true, LossScaleConfig{Init: maxLossScale, Growth: 2, Backoff: 0.5, Window: 1})
 	if s.Scale != maxLossScale {
 		t.Errorf("the scale grew past its bound to %g", s.Scale)
+	}
+}
+
+// The loss-scaling flags given to a run that is not fp16, which would ignore them, are refused
+// in one line naming fp16, checked on the run's resolved precision: a bf16 run refuses them (also
+// when it starts, before it reads its data), an fp16 one takes them.
+func TestLossScaleFlagsOutsideFP16(t *testing.T) {
+	for _, prec := range []string{"", "fp32", "tf32", "bf16", "fp16"} {
+		for _, name := range lossScaleFlags {
+			cfg := smallConfig("x")
+			cfg.Precision = prec
+			err := cfg.CheckLossScaleFlags(map[string]bool{name: true, "steps": true})
+			if prec == "fp16" {
+				if err != nil {
+					t.Errorf("fp16 refuses --%s: %v", name, err)
+				}
+				continue
+			}
+			if err == nil || !strings.Contains(err.Error(), "--"+name+" applies to --precision fp16 only") ||
+				!strings.Contains(err.Error(), "this run is "+cfg.PrecisionName()) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("--precision %q with --%s: %v, want a one-line refusal naming fp16", prec, name, err)
+			}
+		}
+		cfg := smallConfig("x")
+		cfg.Precision = prec
+		if err := cfg.CheckLossScaleFlags(map[string]bool{"precision": true, "lr": true}); err != nil {
+			t.Errorf("--precision %q without loss-scaling flags: %v", prec, err)
+		}
+	}
+	cfg := smallConfig("no such data")
+	cfg.Precision = "bf16"
+	_, err := runTrain(t, Options{Config: cfg, RunDir: filepath.Join(t.TempDir(), "run"), Set: map[string]bool{"loss-scale-window": true}})
+	if err == nil || !strings.Contains(err.Error(), "--loss-scale-window applies to --precision fp16 only") {
+		t.Errorf("a bf16 run given --loss-scale-window: %v", err)
 	}
 }

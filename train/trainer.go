@@ -209,6 +209,9 @@ func openLocked(ctx context.Context, opts Options) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.CheckLossScaleFlags(opts.Set); err != nil {
+		return nil, err
+	}
 	if err := t.openData(); err != nil {
 		return nil, err
 	}

@@ -171,6 +171,9 @@ func runProfile(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if runDir == "" || set["precision"] { // else the run's own precision
 		opts.Config.Precision = dev.precision
 	}
+	if err := opts.Config.CheckLossScaleFlags(set); err != nil {
+		return err
+	}
 	_, opts.GPU = be.(*cuda.Backend)
 	res, err := train.Profile(ctx, be, opts)
 	if err != nil {

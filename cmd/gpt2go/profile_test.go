@@ -146,4 +146,6 @@ func TestProfilePrecision(t *testing.T) {
 	if js := mustRun(t, append(bench, "--json")...); !strings.Contains(js, `"precision":"fp32"`) {
 		t.Errorf("bench --precision tf32 --json on the CPU does not say fp32: %s", js)
 	}
+	// Loss scaling is fp16's: profile refuses its flags in another precision, as train does.
+	mustFail(t, "--loss-scale applies to --precision fp16 only", "profile", "--n-layer", "1", "--device", "cpu", "--precision", "bf16", "--loss-scale", "1024")
 }

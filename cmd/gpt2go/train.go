@@ -255,10 +255,10 @@ func trainFlags(fs *flag.FlagSet, c *train.Config) {
 	fs.IntVar(&c.HellaSwagLimit, "hellaswag-limit", c.HellaSwagLimit, "HellaSwag items scored during training: the first N (0 = all)")
 	fs.StringVar(&c.GradPrecision, "grad-precision", "fp32", "with --precision bf16|fp16: parameter gradients in fp32, or in the 16-bit format (bf16, fp16)")
 	fs.BoolVar(&c.StochasticRounding, "stochastic-rounding", false, "with --precision bf16|fp16: round the 16-bit parameter copy stochastically from the fp32 master")
-	fs.Float64Var(&c.LossScale.Init, "loss-scale", c.LossScale.Init, "fp16: initial dynamic loss scale")
-	fs.Float64Var(&c.LossScale.Growth, "loss-scale-growth", c.LossScale.Growth, "fp16: multiply the loss scale by this after --loss-scale-window clean steps")
-	fs.Float64Var(&c.LossScale.Backoff, "loss-scale-backoff", c.LossScale.Backoff, "fp16: multiply the loss scale by this when a gradient is inf/NaN (the step is skipped)")
-	fs.IntVar(&c.LossScale.Window, "loss-scale-window", c.LossScale.Window, "fp16: clean steps in a row before the loss scale grows")
+	fs.Float64Var(&c.LossScale.Init, "loss-scale", c.LossScale.Init, "fp16 only: initial dynamic loss scale, a power of two (scaling by one is exact)")
+	fs.Float64Var(&c.LossScale.Growth, "loss-scale-growth", c.LossScale.Growth, "fp16 only: multiply the loss scale by this power of two after --loss-scale-window clean steps")
+	fs.Float64Var(&c.LossScale.Backoff, "loss-scale-backoff", c.LossScale.Backoff, "fp16 only: multiply the loss scale by this power of two when a gradient is inf/NaN (the step is skipped)")
+	fs.IntVar(&c.LossScale.Window, "loss-scale-window", c.LossScale.Window, "fp16 only: clean steps in a row before the loss scale grows")
 }
 
 const defaultWarmup = 50
