@@ -56,16 +56,19 @@ func CheckPlan(plan []MemoryItem, b MemoryBudget, verbose io.Writer) error {
 }
 
 // PlanError is CheckPlan's refusal: what the plan needs against what is free (Text), what to
-// change (Advice: training's flags, which a command with others replaces, WithAdvice) and the
-// budget's own advice (Extra, may be empty).
+// change (Advice: training's flags, which a command with others replaces, WithAdvice), the
+// budget's own advice (Extra, may be empty) and what the plan's precision costs where it costs
+// more than fp32 (Note, set by the model, may be empty).
 type PlanError struct {
-	Text, Advice, Extra string
+	Text, Advice, Extra, Note string
 }
 
 func (e *PlanError) Error() string {
 	msg := e.Text + "; " + e.Advice
-	if e.Extra != "" {
-		msg += "; " + e.Extra
+	for _, s := range []string{e.Extra, e.Note} {
+		if s != "" {
+			msg += "; " + s
+		}
 	}
 	return msg
 }

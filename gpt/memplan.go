@@ -1,6 +1,8 @@
 package gpt
 
 import (
+	"fmt"
+
 	"github.com/gpt2go/gpt2go/backend"
 )
 
@@ -85,6 +87,20 @@ func (c Config) memoryPlan(B, T int, prec Precision, par Parallel, kind modelKin
 		backend.MemoryItem{Name: "activations", Bytes: act*(L*perLayer+once) + f32*(L*perLayerStats+onceStats)},
 		backend.MemoryItem{Name: "tokens", Bytes: 2 * 4 * BT},
 	)
+}
+
+// noteWideSixteenBits adds to err, a refused plan in the mixed precision prec, that the precision
+// costs memory here rather than saving it, when it does: extra bytes more than fp32's plan, as on
+// the CPU, which stores 16-bit values in float32 beside the fp32 master. A user who reads that
+// 16-bit formats halve memory (true on a GPU) would otherwise try them to make a model fit.
+func noteWideSixteenBits(err error, prec Precision, extra int64) error {
+	pe, ok := err.(*backend.PlanError) // as CheckPlan returns it
+	if !ok || !prec.Mixed() || extra <= 0 {
+		return err
+	}
+	pe.Note = fmt.Sprintf("--precision %v needs %s more than fp32 here, not less: this device stores 16-bit values in float32, beside the fp32 master (a GPU stores them in 2 bytes)",
+		prec.Compute, backend.FormatBytes(extra))
+	return err
 }
 
 // PlanBytes sums a memory plan.

@@ -145,9 +145,11 @@ func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, pa
 		return nil, err
 	}
 	if mc, ok := be.(backend.MemoryChecker); ok {
-		plan := cfg.memoryPlan(maxB, maxT, prec, par, kind, lossRows, func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) })
+		sizeOf := func(dt backend.DType) int64 { return int64(backend.ElementBytes(be, dt)) }
+		plan := cfg.memoryPlan(maxB, maxT, prec, par, kind, lossRows, sizeOf)
 		if err := mc.CheckMemory(plan); err != nil {
-			return nil, err
+			fp32 := cfg.memoryPlan(maxB, maxT, Precision{}, par, kind, lossRows, sizeOf)
+			return nil, noteWideSixteenBits(err, prec, PlanBytes(plan)-PlanBytes(fp32))
 		}
 	}
 	var tr Trainable

@@ -3,6 +3,7 @@ package gpt
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -223,5 +224,45 @@ func TestMixedTrainingStepDoesNotAllocate(t *testing.T) {
 	trainStep()
 	if allocs := testing.AllocsPerRun(5, trainStep); allocs != 0 {
 		t.Errorf("a mixed-precision training step allocates %v times; want 0", allocs)
+	}
+}
+
+// hostTooSmall is the CPU backend (16-bit values in float32) with a budget that no model fits.
+type hostTooSmall struct{ *cpu.Backend }
+
+func (hostTooSmall) CheckMemory(plan []backend.MemoryItem) error {
+	return backend.CheckPlan(plan, backend.MemoryBudget{Place: "in host memory", Free: 1 << 10, Total: 1 << 30}, nil)
+}
+
+// deviceTooSmall stores 16-bit values in 2 bytes, as a GPU does.
+type deviceTooSmall struct{ hostTooSmall }
+
+func (deviceTooSmall) ElementBytes(dt backend.DType) int { return dt.Bytes() }
+
+// A training model that does not fit in a 16-bit precision says, where 16-bit values take 4 bytes
+// (the CPU), that the precision needs more memory than fp32 and how much: a user must not try it
+// to make a model fit. fp32 plans, 2-byte devices and forward-only models (one parameter copy)
+// have no such note.
+func TestPlanErrorNotesWideSixteenBits(t *testing.T) {
+	cfg := Config{BlockSize: 16, VocabSize: 50, PaddedVocabSize: 64, NumLayers: 2, NumHeads: 2, Channels: 16}
+	const note = "more than fp32 here, not less"
+	for _, prec := range append([]Precision{{}}, mixedPlans...) {
+		host := hostTooSmall{cpu.New(1)}
+		_, err := NewWithPrecision(host, cfg, 2, 16, prec)
+		if err == nil {
+			t.Fatalf("%v: a model fitted in 1 KiB", prec)
+		}
+		extra := cfg.memoryPlan(2, 16, prec, Parallel{}, trainableModel, 0, func(backend.DType) int64 { return 4 })
+		fp32 := cfg.MemoryPlan(2, 16)
+		want := "--precision " + prec.Compute.String() + " needs " + backend.FormatBytes(PlanBytes(extra)-PlanBytes(fp32)) + " " + note
+		if got := err.Error(); prec.Mixed() != strings.Contains(got, want) || strings.Contains(got, "\n") {
+			t.Errorf("%v on the CPU: %q; want one line that holds %q only in a 16-bit precision", prec, got, want)
+		}
+		if _, err := NewWithPrecision(deviceTooSmall{host}, cfg, 2, 16, prec); err == nil || strings.Contains(err.Error(), note) {
+			t.Errorf("%v on a 2-byte device: %v", prec, err)
+		}
+		if _, err := NewInference(host, cfg, 2, 16, prec); err == nil || strings.Contains(err.Error(), note) {
+			t.Errorf("%v forward-only on the CPU: %v", prec, err)
+		}
 	}
 }
