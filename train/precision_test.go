@@ -76,14 +76,16 @@ func readScaleLog(t *testing.T, path string) scaleLog {
 // A forced overflow: an fp16 run that starts with a loss scale of 2^40 overflows the fp16
 // gradients (the logits' gradient alone is about scale/(B*T)), so its first steps are skipped,
 // halving the scale each time, without touching the weights and without counting as a NaN
-// failure; then the clean steps apply and the scale grows after every Window of them.
+// failure; then the clean steps apply and the scale grows after every Window of them. The scale
+// and the skips are logged at every step, in log.jsonl and as TensorBoard's train/loss_scale and
+// train/skipped.
 func TestFP16ForcedOverflowSkipsAndHalves(t *testing.T) {
 	cfg := smallConfig(writeDataset(t, 50))
 	cfg.Precision = "fp16"
 	cfg.LossScale = LossScaleConfig{Init: 0x1p40, Growth: 2, Backoff: 0.5, Window: 3}
 	cfg.Steps, cfg.CkptEvery, cfg.KeepCkpts = 30, 1, 0
 	dir := filepath.Join(t.TempDir(), "run")
-	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir}); err != nil {
+	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, TensorBoard: true}); err != nil {
 		t.Fatalf("an fp16 overflow must not stop the run: %v", err)
 	}
 	log := readScaleLog(t, filepath.Join(dir, logFile))
@@ -102,6 +104,23 @@ func TestFP16ForcedOverflowSkipsAndHalves(t *testing.T) {
 	}
 	if firstClean < 2 {
 		t.Fatalf("no step was skipped at loss scale 2^40 (first clean step %d)", firstClean)
+	}
+	scalars, _, _ := tensorBoardView(t, dir)
+	for _, tag := range []struct {
+		name   string
+		logged func(step int) float64
+	}{
+		{"train/loss_scale", func(step int) float64 { return log.scale[step] }},
+		{"train/skipped", func(step int) float64 { return float64(log.skipped[step]) }},
+	} {
+		if len(scalars[tag.name]) != cfg.Steps {
+			t.Errorf("TensorBoard %s has %d points, want one per step (%d)", tag.name, len(scalars[tag.name]), cfg.Steps)
+		}
+		for step := 1; step <= cfg.Steps; step++ {
+			if got, want := scalars[tag.name][int64(step)], float32(tag.logged(step)); got != want {
+				t.Errorf("TensorBoard %s at step %d is %g, log.jsonl says %g", tag.name, step, got, want)
+			}
+		}
 	}
 	// The weights after the skipped steps are the initial ones.
 	initial, err := checkpoint.Load(checkpoint.Path(dir, 0))

@@ -263,20 +263,40 @@ func nanInit(t *testing.T, cfg Config) string {
 	return init
 }
 
+// A NaN loss stops the run at its step, keeping the last good checkpoint (here step 0's). In fp16
+// too: a non-finite loss is not a gradient overflow to skip with a smaller loss scale, even when
+// the scale would overflow the gradients as well (2^40).
 func TestNonFiniteLossStopsAndKeepsCheckpoint(t *testing.T) {
-	cfg := smallConfig(writeDataset(t, 50))
-	cfg.Init = nanInit(t, cfg)
-	dir := filepath.Join(t.TempDir(), "run")
-	_, err := runTrain(t, Options{Config: cfg, RunDir: dir})
-	if err == nil || !strings.Contains(err.Error(), "step 1") || !strings.Contains(err.Error(), "not finite") {
-		t.Fatalf("NaN loss: %v", err)
-	}
-	entries, _ := checkpoint.List(dir)
-	if len(entries) != 1 || entries[0].Step != 0 {
-		t.Fatalf("checkpoints after NaN stop: %+v, want only step 0", entries)
-	}
-	if _, err := checkpoint.Load(entries[0].Path); err != nil {
-		t.Fatalf("step-0 checkpoint unusable: %v", err)
+	dataDir := writeDataset(t, 50)
+	for _, prec := range []string{"fp32", "fp16"} {
+		t.Run(prec, func(t *testing.T) {
+			cfg := smallConfig(dataDir)
+			cfg.Init = nanInit(t, cfg)
+			cfg.Precision = prec
+			if prec == "fp16" {
+				cfg.LossScale = LossScaleConfig{Init: 0x1p40, Growth: 2, Backoff: 0.5, Window: 3}
+			}
+			dir := filepath.Join(t.TempDir(), "run")
+			_, err := runTrain(t, Options{Config: cfg, RunDir: dir})
+			if err == nil || !strings.Contains(err.Error(), "step 1: loss NaN") || !strings.Contains(err.Error(), "not finite") {
+				t.Fatalf("NaN loss: %v", err)
+			}
+			entries, _ := checkpoint.List(dir)
+			if len(entries) != 1 || entries[0].Step != 0 {
+				t.Fatalf("checkpoints after NaN stop: %+v, want only step 0", entries)
+			}
+			if _, err := checkpoint.Load(entries[0].Path); err != nil {
+				t.Fatalf("step-0 checkpoint unusable: %v", err)
+			}
+			log, err := os.ReadFile(filepath.Join(dir, logFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lines := strings.Split(strings.TrimSpace(string(log)), "\n"); len(lines) != 1 ||
+				!strings.Contains(lines[0], `"error":"non-finite"`) || strings.Contains(lines[0], "skipped") {
+				t.Errorf("log after a NaN loss: %s; want one step-1 entry marked non-finite, not a skipped step", log)
+			}
+		})
 	}
 }
 
