@@ -318,7 +318,11 @@ func precisionSummary(cfg map[string]any, m map[string]*viz.Series) []KV {
 				skipped += v
 			}
 		}
-		out = append(out, KV{"loss scale", fmt.Sprintf("%g (%.0f steps skipped)", scale, skipped)})
+		steps := "steps"
+		if skipped == 1 {
+			steps = "step"
+		}
+		out = append(out, KV{"loss scale", fmt.Sprintf("%g (%.0f %s skipped)", scale, skipped, steps)})
 	}
 	return out
 }

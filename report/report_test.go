@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpt2go/gpt2go/viz"
 )
 
 func write(t *testing.T, dir, name, text string) {
@@ -126,5 +129,51 @@ func TestBuildBERTRun(t *testing.T) {
 	}
 	if len(p.Charts) != 4 || !strings.Contains(html.String(), `id="chart-acc"`) || !strings.Contains(html.String(), "Masked-token accuracy") {
 		t.Errorf("%d charts; the accuracy chart is missing", len(p.Charts))
+	}
+}
+
+// The summary's precision lines: the run's precision with its options (fp32 for a run.json from
+// before mixed precision), and for fp16 the last loss scale and the steps the scaler skipped.
+func TestPrecisionSummary(t *testing.T) {
+	fp16Log := map[string]*viz.Series{
+		"loss_scale": {Steps: []float64{1, 2, 3}, Values: []float64{65536, 32768, 32768}},
+		"skipped":    {Steps: []float64{1, 2, 3}, Values: []float64{1, 0, 0}},
+	}
+	for _, c := range []struct {
+		name string
+		cfg  map[string]any
+		log  map[string]*viz.Series
+		want []KV
+	}{
+		{"old run", map[string]any{"steps": 4.0}, nil, []KV{{"precision", "fp32"}}},
+		{"tf32", map[string]any{"precision": "tf32"}, nil, []KV{{"precision", "tf32"}}},
+		{"bf16 default", map[string]any{"precision": "bf16", "grad_precision": "fp32", "stochastic_rounding": false}, nil,
+			[]KV{{"precision", "bf16"}}},
+		{"bf16 options", map[string]any{"precision": "bf16", "grad_precision": "bf16", "stochastic_rounding": true}, nil,
+			[]KV{{"precision", "bf16, bf16 gradients, stochastic rounding"}}},
+		{"fp16", map[string]any{"precision": "fp16", "grad_precision": "fp32"}, fp16Log,
+			[]KV{{"precision", "fp16"}, {"loss scale", "32768 (1 step skipped)"}}},
+	} {
+		if got := precisionSummary(c.cfg, c.log); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	// Build puts them in the report's summary, from run.json and log.jsonl.
+	dir := t.TempDir()
+	write(t, dir, "run.json", `{"steps": 3, "precision": "fp16", "grad_precision": "fp32"}`)
+	write(t, dir, "log.jsonl", `{"step":1,"loss":3.0,"ms":10,"loss_scale":65536,"skipped":1}
+{"step":2,"loss":2.5,"ms":10,"loss_scale":32768,"skipped":0}
+{"step":3,"loss":2.0,"ms":10,"loss_scale":32768,"skipped":0}
+`)
+	p, err := Build(Options{RunDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range p.Summary {
+		got[kv.Key] = kv.Value
+	}
+	if got["precision"] != "fp16" || got["loss scale"] != "32768 (1 step skipped)" {
+		t.Errorf("report summary precision %q, loss scale %q", got["precision"], got["loss scale"])
 	}
 }
