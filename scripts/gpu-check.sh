@@ -242,13 +242,21 @@ else
   row "only pip's nvidia wheels" "SKIP" "no nvidia-* wheels for $py"
 fi
 
-# 4. The command line on the GPU: --device auto picks it, sample and eval run on it (eval's loss
-# matches the CPU's), and a model that cannot fit stops before allocating, with a clear message.
+# 4. The command line on the GPU: --device auto picks it and its default precision (bf16 from
+# sm_80, fp16 before), --tf32 alone runs tf32 (fp32 storage, TF32 matmuls), sample and eval run on
+# it (eval's loss matches the CPU's), and a model that cannot fit stops before allocating, with a
+# clear message.
 if "$bin/gpt2go" train --data "${GPT2GO_SHAKESPEARE:-go}" --steps 20 --log-every 10 --sample-every 0 --ckpt-every 0 \
     --force --cache-dir "$work/cache" --out "$work/auto" > "$work/auto.log" 2>&1; then
-  row "train --device auto (default)" "ok" "$(grep -m1 -o 'cuda:[0-9][^,]*' "$work/auto.log" || echo 'did not say cuda')"
+  row "train --device auto (default)" "ok" "$(grep -m1 -o 'cuda:[0-9][^,]*' "$work/auto.log" || echo 'did not say cuda'); $(grep -m1 -o 'precision: [a-z0-9]*' "$work/auto.log")"
 else
   row "train --device auto (default)" "FAIL" "$(tail -1 "$work/auto.log")"
+fi
+if "$bin/gpt2go" train --data "${GPT2GO_SHAKESPEARE:-go}" --tf32 --steps 20 --log-every 10 --sample-every 0 --ckpt-every 0 \
+    --force --cache-dir "$work/cache" --out "$work/tf32" > "$work/tf32.log" 2>&1 && grep -q 'precision: tf32' "$work/tf32.log"; then
+  row "train --tf32 (fp32 storage, TF32 matmuls)" "ok" "$(grep -m1 -o 'precision: [a-z0-9]*' "$work/tf32.log")"
+else
+  row "train --tf32 (fp32 storage, TF32 matmuls)" "FAIL" "$(grep -m1 -o 'precision: [a-z0-9]*' "$work/tf32.log" || tail -1 "$work/tf32.log")"
 fi
 if "$bin/gpt2go" bench --device cuda --model gpt2-xl --batch-size 512 --seq-len 1024 --steps 1 > "$work/oom.log" 2>&1; then
   row "a model too big for the GPU" "FAIL" "gpt2-xl at B=512 T=1024 did not stop"
