@@ -29,6 +29,26 @@ import (
 // HellaSwag score alone (longer than a collective may take, still not forever).
 const soloTimeout = 30 * time.Minute
 
+// CheckGradExchange refuses 16-bit parameter gradients (--grad-precision bf16|fp16) in a run
+// whose ranks exchange them: ranks > 1, or ZeRO-1 (whose collectives run even on one rank). The
+// collectives sum fp32 buffers only, in rank order, which is what gives W ranks the bits of one
+// process accumulating W micro-batches; see docs/data-parallel.md for why fp32 goes on the wire.
+func CheckGradExchange(gradPrecision string, ranks int, zero bool) error {
+	if gradPrecision == "" || gradPrecision == "fp32" {
+		return nil
+	}
+	mode := "DDP"
+	if zero {
+		mode = "ZeRO-1"
+	}
+	plural := "s"
+	if ranks == 1 {
+		plural = ""
+	}
+	return fmt.Errorf("--grad-precision %s: data-parallel training (%d rank%s, %s) exchanges gradients in fp32 only, summed in rank order to keep the bits of one process; pass --grad-precision fp32 (the default; compute stays %s)",
+		gradPrecision, ranks, plural, mode, gradPrecision)
+}
+
 // distributed says whether the trainer runs collectives: a job started by a launcher (even of
 // one rank: its communicator is then exercised as with more), or ZeRO-1 (whose path is the same
 // with one rank).

@@ -212,6 +212,11 @@ func openLocked(ctx context.Context, opts Options) (*Trainer, error) {
 	if err := cfg.CheckLossScaleFlags(opts.Set); err != nil {
 		return nil, err
 	}
+	if t.distributed() { // (a resumed run's own --grad-precision too)
+		if err := CheckGradExchange(cfg.GradPrecision, t.comm.Size(), opts.Zero); err != nil {
+			return nil, err
+		}
+	}
 	if err := t.openData(); err != nil {
 		return nil, err
 	}

@@ -391,3 +391,24 @@ func TestErrorsBeforeCommNameTheRank(t *testing.T) {
 		check(t, "gpt2go train: rank 2 of 3: ")
 	})
 }
+
+// 16-bit gradients cannot go through the collectives (fp32 only): refused up front, in one line
+// that says what to pass, rather than at step 1; from the flags, and from a resumed run's own
+// --grad-precision.
+func TestDataParallelRefuses16BitGradients(t *testing.T) {
+	dataDir := prepared(t)
+	run := filepath.Join(t.TempDir(), "run")
+	want := "--grad-precision bf16: data-parallel training (1 rank, ZeRO-1) exchanges gradients in fp32 only"
+	mustFail(t, want, distArgs(dataDir, run, "--zero", "1", "--precision", "bf16", "--grad-precision", "bf16")...)
+	mustRun(t, distArgs(dataDir, run, "--steps", "2", "--precision", "bf16", "--grad-precision", "bf16")...)
+	mustFail(t, want, "train", "--resume", run, "--steps", "4", "--zero", "1")
+	mustRun(t, "train", "--resume", run, "--steps", "4", "--zero", "1", "--grad-precision", "fp32") // as it says
+
+	if testing.Short() {
+		return
+	}
+	out, err := mpirunGpt2go(t, 2, 2*time.Minute, "", distArgs(dataDir, filepath.Join(t.TempDir(), "two"), "--precision", "fp16", "--grad-precision", "fp16")...)
+	if err == nil || !strings.Contains(out, "--grad-precision fp16: data-parallel training (2 ranks, DDP) exchanges gradients in fp32 only") || strings.Contains(out, "step 1/") {
+		t.Fatalf("mpirun -np 2 with --grad-precision fp16: %v\n%s", err, out)
+	}
+}

@@ -313,6 +313,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err := df.readEnv(); err != nil {
 		return err
 	}
+	if df.env.Distributed() || df.zero == 1 { // before the device and the data: it would fail at step 1
+		if err := train.CheckGradExchange(cfg.GradPrecision, max(df.env.Size, 1), df.zero == 1); err != nil {
+			return err
+		}
+	}
 	set := setFlags(fs)
 	if stopAt < 0 {
 		return fmt.Errorf("--stop-at must be a step >= 1 (0 = run to --steps), got %d", stopAt)
