@@ -72,6 +72,12 @@ type Config struct {
 	HellaSwag      string `json:"hellaswag,omitempty"`
 	HellaSwagEvery int    `json:"eval_hellaswag_every,omitempty"`
 	HellaSwagLimit int    `json:"hellaswag_limit,omitempty"`
+
+	// The data-parallel layout of the session that wrote this config: ranks and --zero. They
+	// come from the launcher and the flags, not from a saved run (a resume may change them); a
+	// checkpoint's State records the layout that trained it.
+	WorldSize int `json:"world_size,omitempty"`
+	Zero      int `json:"zero,omitempty"`
 }
 
 // EncoderOptions are a BERT run's model options beyond the sizes in Config.Model (see

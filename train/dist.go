@@ -54,6 +54,33 @@ func CheckGradExchange(gradPrecision string, ranks int, zero bool) error {
 // with one rank).
 func (t *Trainer) distributed() bool { return t.opts.Comm != nil || t.opts.Zero }
 
+// zeroStage is the run's --zero: 1 with ZeRO-1, else 0.
+func (t *Trainer) zeroStage() int {
+	if t.opts.Zero {
+		return 1
+	}
+	return 0
+}
+
+// worldChange is the line a resume prints when the world size changes from oldW ranks (0:
+// unknown, a checkpoint from before it was recorded) to newW, with oldA and newA micro-batches
+// of batchTokens (B x T) per rank: the global batch before and after, and the --grad-accum that
+// keeps it, when one does. "" when the world size is the same or unknown.
+func worldChange(batchTokens, oldA, oldW, newA, newW int) string {
+	if oldW == 0 || oldW == newW {
+		return ""
+	}
+	before, after := batchTokens*oldA*oldW, batchTokens*newA*newW
+	line := fmt.Sprintf("world size %d -> %d: global batch %d -> %d tokens (B x T x grad-accum x ranks)", oldW, newW, before, after)
+	switch per := batchTokens * newW; {
+	case before == after:
+		return fmt.Sprintf("world size %d -> %d: global batch %d tokens as before (B x T x grad-accum x ranks)", oldW, newW, before)
+	case before%per == 0:
+		return fmt.Sprintf("%s; pass --grad-accum %d to keep it", line, before/per)
+	}
+	return fmt.Sprintf("%s; no --grad-accum keeps it on %d ranks", line, newW)
+}
+
 // rank0 says whether this process writes the run directory and the console.
 func (t *Trainer) rank0() bool { return t.comm.Rank() == 0 }
 

@@ -119,3 +119,24 @@ func TestGradsReducedBesideBackward(t *testing.T) {
 		}
 	}
 }
+
+// A resume on another world size says how the global batch changes and which --grad-accum
+// keeps it; nothing when the world size is the same or was not recorded (older checkpoints).
+func TestWorldChange(t *testing.T) {
+	for _, tc := range []struct {
+		oldA, oldW, newA, newW int
+		want                   string
+	}{
+		{2, 2, 2, 1, "world size 2 -> 1: global batch 2048 -> 1024 tokens (B x T x grad-accum x ranks); pass --grad-accum 4 to keep it"},
+		{2, 1, 2, 2, "world size 1 -> 2: global batch 1024 -> 2048 tokens (B x T x grad-accum x ranks); pass --grad-accum 1 to keep it"},
+		{1, 2, 2, 1, "world size 2 -> 1: global batch 1024 tokens as before (B x T x grad-accum x ranks)"},
+		{1, 2, 1, 3, "world size 2 -> 3: global batch 1024 -> 1536 tokens (B x T x grad-accum x ranks); no --grad-accum keeps it on 3 ranks"},
+		{1, 1, 2, 4, "world size 1 -> 4: global batch 512 -> 4096 tokens (B x T x grad-accum x ranks); no --grad-accum keeps it on 4 ranks"},
+		{2, 2, 4, 2, ""},
+		{2, 0, 2, 2, ""}, // a checkpoint from before the world size was recorded
+	} {
+		if got := worldChange(8*64, tc.oldA, tc.oldW, tc.newA, tc.newW); got != tc.want {
+			t.Errorf("A %d, W %d -> A %d, W %d: %q, want %q", tc.oldA, tc.oldW, tc.newA, tc.newW, got, tc.want)
+		}
+	}
+}

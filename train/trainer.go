@@ -83,6 +83,11 @@ type State struct {
 	// step count is Step - SkippedSteps).
 	LossScale    *LossScaler `json:"loss_scale,omitempty"`
 	SkippedSteps int         `json:"skipped_steps,omitempty"`
+	// The data-parallel layout that trained up to Step: ranks (0 in checkpoints from before it
+	// was recorded: unknown) and --zero. A resume on another world size says how the global
+	// batch changes (worldChange).
+	WorldSize int `json:"world_size,omitempty"`
+	Zero      int `json:"zero"`
 }
 
 // Summary is what a finished run reports.
@@ -205,6 +210,7 @@ func openLocked(ctx context.Context, opts Options) (*Trainer, error) {
 		}
 		t.cfg = opts.Config
 	}
+	t.cfg.WorldSize, t.cfg.Zero = t.comm.Size(), t.zeroStage()
 	cfg := t.cfg
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -259,6 +265,7 @@ func openLocked(ctx context.Context, opts Options) (*Trainer, error) {
 		return nil, err
 	}
 	t.startLossScaler()
+	t.state.WorldSize, t.state.Zero = cfg.WorldSize, cfg.Zero
 	if !t.rank0() {
 		return t, nil
 	}
@@ -524,6 +531,9 @@ func (t *Trainer) resumeFrom(ck *checkpoint.Checkpoint, path string) error {
 		return fmt.Errorf("--stop-at %d is not after step %d, where run %s is; pass a later step", t.opts.StopAt, t.state.Step, dir)
 	}
 	fmt.Fprintf(t.out, "resuming %s from %s (step %d)\n", dir, path, ck.Step)
+	if line := worldChange(cfg.BatchSize*cfg.SeqLen, saved.GradAccum, t.state.WorldSize, cfg.GradAccum, t.comm.Size()); line != "" {
+		fmt.Fprintln(t.out, line)
+	}
 	return nil
 }
 

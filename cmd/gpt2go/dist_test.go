@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -411,4 +412,122 @@ func TestDataParallelRefuses16BitGradients(t *testing.T) {
 	if err == nil || !strings.Contains(out, "--grad-precision fp16: data-parallel training (2 ranks, DDP) exchanges gradients in fp32 only") || strings.Contains(out, "step 1/") {
 		t.Fatalf("mpirun -np 2 with --grad-precision fp16: %v\n%s", err, out)
 	}
+}
+
+// worldOf reads the data-parallel layout a run recorded: in run.json, and in the training state
+// of its checkpoint at step.
+func worldOf(t *testing.T, run string, step int) (cfgW, cfgZero, stateW, stateZero int) {
+	t.Helper()
+	var layout struct {
+		WorldSize int `json:"world_size"`
+		Zero      int `json:"zero"`
+	}
+	raw, err := os.ReadFile(filepath.Join(run, "run.json"))
+	if err != nil || json.Unmarshal(raw, &layout) != nil {
+		t.Fatalf("run.json: %v %s", err, raw)
+	}
+	cfgW, cfgZero = layout.WorldSize, layout.Zero
+	ck, err := checkpoint.Load(checkpoint.Path(run, step))
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout.WorldSize, layout.Zero = 0, 0
+	if err := json.Unmarshal(ck.State, &layout); err != nil {
+		t.Fatal(err)
+	}
+	return cfgW, cfgZero, layout.WorldSize, layout.Zero
+}
+
+// A run records its world size and --zero (run.json, each checkpoint's state); continued on
+// another world size it says in one line how the global batch changes and which --grad-accum
+// keeps it, from 1 process to 2 ranks and from 2 ranks to 1. With that --grad-accum the run
+// continues with the bits of the uninterrupted run; without, it trains on (each step once in the
+// log). A checkpoint from before the world size was recorded resumes without the line.
+func TestDataParallelResumeOnOtherWorldSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns mpirun")
+	}
+	dataDir := prepared(t)
+	one := filepath.Join(t.TempDir(), "one")
+	mustRun(t, distArgs(dataDir, one, "--grad-accum", "2")...) // 12 steps of 256 tokens
+	resume2 := func(t *testing.T, run string, extra ...string) string {
+		t.Helper()
+		out, err := mpirunGpt2go(t, 2, 2*time.Minute, "", append([]string{"train", "--resume", run, "--threads", "1", "--dist-timeout", "20s"}, extra...)...)
+		if err != nil || !strings.Contains(out, "done: 12 steps") {
+			t.Fatalf("resume on 2 ranks: %v\n%s", err, out)
+		}
+		return out
+	}
+	expect := func(t *testing.T, out, line string) {
+		t.Helper()
+		if strings.Count(out, "world size ") != 1 || !strings.Contains(out, line+"\n") {
+			t.Fatalf("the output should say once %q:\n%s", line, out)
+		}
+	}
+	layout := func(t *testing.T, run string, step int, want ...int) {
+		t.Helper()
+		cw, cz, sw, sz := worldOf(t, run, step)
+		if got := []int{cw, cz, sw, sz}; !slices.Equal(got, want) {
+			t.Fatalf("%s: run.json world size %d zero %d, checkpoint %d world size %d zero %d; want %v", run, cw, cz, step, sw, sz, want)
+		}
+	}
+
+	t.Run("1 to 2", func(t *testing.T) {
+		a := filepath.Join(t.TempDir(), "a")
+		mustRun(t, distArgs(dataDir, a, "--grad-accum", "2", "--stop-at", "6")...)
+		layout(t, a, 6, 1, 0, 1, 0)
+		b, old := filepath.Join(t.TempDir(), "b"), filepath.Join(t.TempDir(), "old")
+		copyDir(t, a, b)
+		copyDir(t, a, old)
+
+		expect(t, resume2(t, a, "--grad-accum", "1"), "world size 1 -> 2: global batch 256 tokens as before (B x T x grad-accum x ranks)")
+		sameRun(t, one, a, 12)
+		layout(t, a, 12, 2, 0, 2, 0)
+
+		expect(t, resume2(t, b, "--zero", "1"), "world size 1 -> 2: global batch 256 -> 512 tokens (B x T x grad-accum x ranks); pass --grad-accum 1 to keep it")
+		logEntries(t, b) // every step once
+		layout(t, b, 12, 2, 1, 2, 1)
+
+		// A checkpoint written before the world size was recorded: no line, the run goes on.
+		path := checkpoint.Path(old, 6)
+		ck, err := checkpoint.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var state map[string]any
+		if err := json.Unmarshal(ck.State, &state); err != nil || state["world_size"] != 1.0 {
+			t.Fatalf("state %s: %v", ck.State, err)
+		}
+		delete(state, "world_size")
+		delete(state, "zero")
+		ck.State, _ = json.Marshal(state)
+		if err := checkpoint.Save(path, ck); err != nil {
+			t.Fatal(err)
+		}
+		if out := resume2(t, old, "--grad-accum", "1"); strings.Contains(out, "world size") {
+			t.Fatalf("a world size from a checkpoint that has none:\n%s", out)
+		}
+		sameRun(t, one, old, 12)
+	})
+
+	t.Run("2 to 1", func(t *testing.T) {
+		c, d := filepath.Join(t.TempDir(), "c"), filepath.Join(t.TempDir(), "d")
+		out, err := mpirunGpt2go(t, 2, 2*time.Minute, "", distArgs(dataDir, c, "--zero", "1", "--stop-at", "6")...)
+		if err != nil {
+			t.Fatalf("mpirun: %v\n%s", err, out)
+		}
+		layout(t, c, 6, 2, 1, 2, 1)
+		copyDir(t, c, d)
+
+		out = mustRun(t, "train", "--resume", c, "--threads", "1")
+		expect(t, out, "world size 2 -> 1: global batch 256 -> 128 tokens (B x T x grad-accum x ranks); pass --grad-accum 2 to keep it")
+		if !strings.Contains(out, "done: 12 steps") {
+			t.Fatalf("the continued run did not finish:\n%s", out)
+		}
+		logEntries(t, c)
+		layout(t, c, 12, 1, 0, 1, 0)
+
+		expect(t, mustRun(t, "train", "--resume", d, "--threads", "1", "--grad-accum", "2"), "world size 2 -> 1: global batch 256 tokens as before (B x T x grad-accum x ranks)")
+		sameRun(t, one, d, 12)
+	})
 }
