@@ -2,8 +2,10 @@ package train
 
 import (
 	"fmt"
+	"hash/crc32"
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/dist"
@@ -138,6 +140,63 @@ func (t *Trainer) stopRequested(local bool) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// sameParams checks that every rank holds the same parameters: the copy forward reads, and the
+// fp32 master where it is another buffer. Each rank hashes its own (CRC-32C of the float32
+// values) and the ranks compare the hashes, so that a rank that drifted (a collective that lost
+// data, an op that is not deterministic) stops the job instead of training another model beside
+// the others. It returns the hash. A collective: every rank calls it.
+func (t *Trainer) sameParams() (uint32, error) {
+	bufs := []backend.Buf{t.w.Compute()}
+	if t.w.Params != t.w.Compute() {
+		bufs = append(bufs, t.w.Params)
+	}
+	crc := uint32(0)
+	table := crc32.MakeTable(crc32.Castagnoli)
+	for _, b := range bufs {
+		t.eachChunk(b, func(chunk []float32) { crc = crc32.Update(crc, table, floatBytes(chunk)) })
+	}
+	if err := t.be.Sync(); err != nil {
+		return 0, err
+	}
+	all, err := t.gatherFloats([]float32{float32(crc >> 16), float32(crc & 0xffff)}) // exact in float32
+	if err != nil {
+		return 0, err
+	}
+	for r := 0; r+1 < len(all); r += 2 {
+		if other := uint32(all[r])<<16 | uint32(all[r+1]); other != crc {
+			return 0, fmt.Errorf("after step %d rank %d holds other parameters than rank %d (CRC-32C %08x, %08x): the ranks no longer train one model; stopped before the checkpoint",
+				t.state.Step, r/2, t.comm.Rank(), other, crc)
+		}
+	}
+	return crc, nil
+}
+
+// eachChunk hands b's values to f in order: at once from host memory, else downloaded a chunk
+// at a time into saveChunk.
+func (t *Trainer) eachChunk(b backend.Buf, f func([]float32)) {
+	if hm, ok := t.be.(backend.HostMemory); ok {
+		f(hm.HostFloats(b))
+		return
+	}
+	n := b.Len()
+	if t.saveChunk == nil {
+		t.saveChunk = make([]float32, min(n, saveChunkLen))
+	}
+	for off := 0; off < n; off += len(t.saveChunk) {
+		part := t.saveChunk[:min(len(t.saveChunk), n-off)]
+		t.be.Download(part, t.be.View(b, off, len(part)))
+		f(part)
+	}
+}
+
+// floatBytes is x's memory as bytes (little-endian float32s on every platform gpt2go runs on).
+func floatBytes(x []float32) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
 }
 
 // reduceGrads sums the ranks' gradients (DDP: all of them everywhere; ZeRO-1: each rank's shard)

@@ -139,6 +139,7 @@ type Trainer struct {
 	normSums       []float64         // ZeRO-1: this rank's gradient block sums, and their encoding
 	normEnc        []float32
 	normAll        []float64 // ZeRO-1: every rank's block sums, decoded
+	paramsCRC      uint32    // sameParams' hash at the last checkpoint
 
 	// Steps (step.go).
 	statsHost  [2][]float32 // GradStats' values of the last two steps, copied back
@@ -836,6 +837,9 @@ func (t *Trainer) loop(ctx context.Context) (*Summary, error) {
 	if t.timedSteps > 0 {
 		sum.MsPerStep = t.totalMs / float64(t.timedSteps)
 	}
+	if t.comm.Size() > 1 { // the last step's checkpoint compared them
+		t.bar.Println("data parallel: the %d ranks end with the same parameters (CRC-32C %08x at step %d)", t.comm.Size(), t.paramsCRC, t.state.Step)
+	}
 	sum.Checkpoint = t.last
 	if t.cutShort && ctx.Err() != nil { // Ctrl-C during the last step's host work: not a clean end
 		next := "the run is complete"
@@ -978,6 +982,13 @@ func sanitize(entry map[string]any) map[string]any {
 // saveCheckpoint writes the current weights, moments and state, then prunes old checkpoints.
 // With several ranks every rank calls it (ZeRO-1 gathers the moments) and rank 0 writes.
 func (t *Trainer) saveCheckpoint() error {
+	if t.comm.Size() > 1 {
+		crc, err := t.sameParams()
+		if err != nil {
+			return err
+		}
+		t.paramsCRC = crc
+	}
 	m1, m2, err := t.gatherMoments()
 	if err != nil {
 		return err

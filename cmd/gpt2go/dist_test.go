@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/checkpoint"
+	"github.com/gpt2go/gpt2go/gpt"
 )
 
 // mpirunGpt2go runs `gpt2go args...` as np ranks under mpirun (this test binary as gpt2go) and
@@ -134,6 +139,51 @@ func sameRun(t *testing.T, want, got string, step int) {
 	}
 }
 
+// sameParamsOnRanks requires the line in which the ranks of a finished run say they hold the
+// same parameters (each hashed its own and they compared the hashes at every checkpoint), and
+// in fp32, where those are the weights of the checkpoint at step, that they hash to its weights.
+func sameParamsOnRanks(t *testing.T, out, run string, step int, fp32 bool) {
+	t.Helper()
+	m := regexp.MustCompile(fmt.Sprintf(`data parallel: the 2 ranks end with the same parameters \(CRC-32C ([0-9a-f]{8}) at step %d\)`, step)).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no line says the ranks end with the same parameters:\n%s", out)
+	}
+	if !fp32 {
+		return
+	}
+	ck, err := checkpoint.Load(checkpoint.Path(run, step))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	for _, v := range ck.Params {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	if want := fmt.Sprintf("%08x", crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))); m[1] != want {
+		t.Fatalf("the ranks' parameters hash to %s, the checkpoint's weights to %s", m[1], want)
+	}
+}
+
+// momentsPlanned requires the memory plan (--verbose) of a 2-rank run to count the AdamW
+// moments of the parameters in the checkpoint at step 12: all of them with DDP, half (one
+// padded shard) with ZeRO-1. Rank 0 prints it (the ranks' plans are the same size).
+func momentsPlanned(t *testing.T, out, run string, zero bool) {
+	t.Helper()
+	ck, err := checkpoint.Load(checkpoint.Path(run, 12))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(len(ck.Params))
+	want := "AdamW moments " + backend.FormatBytes(2*4*n)
+	if zero {
+		want = "AdamW moments (ZeRO-1: 1/2 shard) " + backend.FormatBytes(2*4*int64(gpt.ShardLen(int(n), 2)))
+	}
+	plans := regexp.MustCompile(`memory plan in host memory: .*`).FindAllString(out, -1)
+	if len(plans) != 1 || !strings.Contains(plans[0], want+",") {
+		t.Fatalf("rank 0's memory plan should say %q:\n%s", want, out)
+	}
+}
+
 func distArgs(dataDir, out string, extra ...string) []string {
 	args := []string{"train", "--data", dataDir, "--out", out, "--n-layer", "2", "--n-head", "2", "--n-embd", "32",
 		"--block-size", "32", "--seq-len", "32", "--batch-size", "4", "--steps", "12", "--warmup", "2",
@@ -155,7 +205,7 @@ func TestDataParallelMatchesGradAccum(t *testing.T) {
 		for _, zero := range []string{"0", "1"} {
 			t.Run("shuffle="+shuffle+"/zero="+zero, func(t *testing.T) {
 				two := filepath.Join(t.TempDir(), "two")
-				out, err := mpirunGpt2go(t, 2, 2*time.Minute, "", distArgs(dataDir, two, "--shuffle="+shuffle, "--zero", zero)...)
+				out, err := mpirunGpt2go(t, 2, 2*time.Minute, "", distArgs(dataDir, two, "--shuffle="+shuffle, "--zero", zero, "--verbose")...)
 				if err != nil {
 					t.Fatalf("mpirun: %v\n%s", err, out)
 				}
@@ -166,6 +216,8 @@ func TestDataParallelMatchesGradAccum(t *testing.T) {
 					t.Fatalf("rank 0 alone should speak:\n%s", out)
 				}
 				sameRun(t, one, two, 12)
+				sameParamsOnRanks(t, out, two, 12, true)
+				momentsPlanned(t, out, two, zero == "1")
 			})
 		}
 	}
@@ -183,6 +235,7 @@ func TestDataParallelMatchesGradAccum(t *testing.T) {
 			if err != nil {
 				t.Fatalf("mpirun: %v\n%s", err, out)
 			}
+			sameParamsOnRanks(t, out, runs[overlap], 12, true)
 			on := strings.Contains(out, "(DDP, all-reduce per layer during backward)")
 			if waited := strings.Contains(out, "(waited "); on != overlap || waited != overlap {
 				t.Fatalf("--overlap-grads=%v: the log says it is on: %v, logs its wait: %v:\n%s", overlap, on, waited, out)
@@ -191,18 +244,22 @@ func TestDataParallelMatchesGradAccum(t *testing.T) {
 		sameRun(t, runs[false], runs[true], 12)
 	})
 	// Mixed precision: fp32 gradients on the wire, the 16-bit copy rewritten from the gathered
-	// fp32 weights (stochastically in bf16), fp16's loss scaler agreed on by all ranks.
+	// fp32 weights (stochastically in bf16), fp16's loss scaler agreed on by all ranks; DDP
+	// (all-reduce per layer during backward) and ZeRO-1.
 	for _, prec := range [][]string{{"--precision", "bf16", "--stochastic-rounding"}, {"--precision", "fp16"}} {
 		one := filepath.Join(t.TempDir(), "one")
 		mustRun(t, distArgs(dataDir, one, append(prec, "--grad-accum", "2")...)...)
-		t.Run(prec[1]+"/zero=1", func(t *testing.T) {
-			two := filepath.Join(t.TempDir(), "two")
-			out, err := mpirunGpt2go(t, 2, 2*time.Minute, "", distArgs(dataDir, two, append(prec, "--zero", "1")...)...)
-			if err != nil {
-				t.Fatalf("mpirun: %v\n%s", err, out)
-			}
-			sameRun(t, one, two, 12)
-		})
+		for _, zero := range []string{"0", "1"} {
+			t.Run(prec[1]+"/zero="+zero, func(t *testing.T) {
+				two := filepath.Join(t.TempDir(), "two")
+				out, err := mpirunGpt2go(t, 2, 2*time.Minute, "", distArgs(dataDir, two, append(prec, "--zero", zero)...)...)
+				if err != nil {
+					t.Fatalf("mpirun: %v\n%s", err, out)
+				}
+				sameRun(t, one, two, 12)
+				sameParamsOnRanks(t, out, two, 12, false)
+			})
+		}
 	}
 	// One rank under mpirun goes through the communicator (MPI with one rank) and accumulates
 	// its two micro-batches itself: the same bits again.
@@ -262,6 +319,19 @@ func TestDataParallelKill9OneRankThenResume(t *testing.T) {
 		if took := time.Since(killed); took > 30*time.Second {
 			t.Fatalf("the job ended %v after rank 1 was killed", took)
 		}
+		// A rank killed with SIGKILL prints nothing, and mpirun ends the survivors before
+		// their --dist-timeout could (that line is TestDataParallelFaults' hanging rank), so
+		// only mpirun's own message names rank 1. What gpt2go guarantees: the job ends, not
+		// claiming success, and the newest checkpoint stays whole (the resume below is exact).
+		if strings.Contains(out.String(), "done: ") {
+			t.Fatalf("the job says it finished after rank 1 was killed:\n%s", out)
+		}
+		if ck, _, warnings, err := checkpoint.LoadLatestVerified(run); err != nil || len(warnings) > 0 || ck.Step < 100 {
+			t.Fatalf("after the kill the newest checkpoint is not whole: %v %v", err, warnings)
+		} else {
+			ck.Close()
+		}
+		t.Logf("%s", out)
 	case <-time.After(time.Minute):
 		cmd.Process.Kill()
 		t.Fatalf("the job did not end within a minute of rank 1's kill -9:\n%s", out)
