@@ -179,6 +179,28 @@ func StochasticBits(seed uint64, i int) uint32 {
 	return uint32(z >> 32)
 }
 
+// StochasticSeedAt is the seed that rounds a slice starting at element off of a conversion seeded
+// with seed exactly as that conversion does: StochasticBits(StochasticSeedAt(seed, off), i) is
+// StochasticBits(seed, off+i). So a ZeRO-1 rank converts its shard alone to the bits the whole
+// conversion gives. Seed 0 (round to nearest) stays 0.
+func StochasticSeedAt(seed uint64, off int) uint64 {
+	if seed == 0 {
+		return 0
+	}
+	return seed + uint64(off)*0x9e37_79b9_7f4a_7c15
+}
+
+// WordViewer is implemented by backends that can show a buffer's memory as float32 words, so that
+// a collective that copies values without reading them (an all-gather) can move a 16-bit buffer
+// over a communicator of fp32 buffers (package dist), as PyTorch's tensor.view(dtype) does.
+type WordViewer interface {
+	// Words returns an fp32 buffer over b's memory, which writing it writes: on a GPU b's bytes
+	// as float32 words (a 16-bit b must have an even length), on the CPU, whose 16-bit buffers
+	// are float32 arrays, b's elements themselves. Either way, W equal shards of b are W equal
+	// shards of its words.
+	Words(b Buf) Buf
+}
+
 // ParseDType parses a storage format name: fp32, bf16 or fp16.
 func ParseDType(s string) (DType, error) {
 	switch s {

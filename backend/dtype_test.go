@@ -147,6 +147,24 @@ func TestRoundStochastic(t *testing.T) {
 	}
 }
 
+// A conversion of the elements from off on, seeded with StochasticSeedAt(seed, off), draws the
+// bits the whole conversion draws for them (a ZeRO-1 rank converting its shard); seed 0 (round to
+// nearest) stays 0.
+func TestStochasticSeedAt(t *testing.T) {
+	for _, seed := range []uint64{1, 0x9e3779b97f4a7c15, 1<<64 - 1} {
+		for _, off := range []int{0, 1, 4096, 1 << 40} {
+			for _, i := range []int{0, 7, 1 << 20} {
+				if got, want := StochasticBits(StochasticSeedAt(seed, off), i), StochasticBits(seed, off+i); got != want {
+					t.Errorf("seed %#x off %d element %d: %#x, the whole conversion %#x", seed, off, i, got, want)
+				}
+			}
+		}
+	}
+	if StochasticSeedAt(0, 4096) != 0 {
+		t.Error("round to nearest must stay round to nearest")
+	}
+}
+
 func BenchmarkRoundBF16(b *testing.B) {
 	x := make([]float32, 4096)
 	for i := range x {

@@ -20,9 +20,9 @@ type Model struct {
 	// Parameters, gradients, AdamW moments and their data-parallel layout, in ParamSpecs order
 	// (Params, Grads, M, V, GradNorm, Update, UpdateShard, SetParams, ...: gpt.Trainable).
 	gpt.Trainable
-	params, grads paramViews // views of Params (the fp32 master) and Grads
-	fwd           paramViews // views of Compute(): what forward and backward read (Params in fp32)
-	scratch       paramViews // views of GradScratch (gpt.Parallel.SeparateAccum)
+	grads   paramViews // views of Grads
+	fwd     paramViews // views of Compute(): what forward and backward read (Params in fp32)
+	scratch paramViews // views of GradScratch (gpt.Parallel.SeparateAccum)
 
 	maxB, maxT int
 	// maxRows is the MLM head's capacity: the masked rows of a Forward with targets, or all B*T
@@ -152,7 +152,7 @@ func newModel(be backend.Backend, cfg Config, maxB, maxT, maxRows int, prec gpt.
 		return nil, err
 	}
 	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, maxRows: maxRows, Trainable: tr, compute: prec.Compute}
-	m.params, m.fwd = m.paramViews(m.Params), m.paramViews(m.Compute())
+	m.fwd = m.paramViews(m.Compute())
 	if !frozen {
 		m.grads = m.paramViews(m.Grads)
 	}
@@ -345,7 +345,7 @@ func (m *Model) Init(seed uint64) {
 			for j := range part {
 				part[j] = value(lo + j)
 			}
-			m.be.Upload(m.be.View(m.params.all[i], lo, len(part)), part)
+			m.UploadParam(i, lo, part)
 		}
 	}
 	m.ParamsChanged()

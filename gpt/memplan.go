@@ -21,7 +21,8 @@ func (c Config) PrecisionMemoryPlan(B, T int, prec Precision) []backend.MemoryIt
 
 // ParallelMemoryPlan is PrecisionMemoryPlan for one rank with the data-parallel layout par:
 // ZeRO-1 keeps 1/Shards of the AdamW moments (and pads the parameters and gradients to equal
-// shards), SeparateAccum adds a second gradient buffer.
+// shards), with ShardMaster in a mixed plan 1/Shards of the fp32 master too; SeparateAccum adds
+// a second gradient buffer.
 func (c Config) ParallelMemoryPlan(B, T int, prec Precision, par Parallel) []backend.MemoryItem {
 	return c.memoryPlan(B, T, prec, par, trainableModel, 0, nativeSize)
 }

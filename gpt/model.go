@@ -17,9 +17,9 @@ type Model struct {
 	// Parameters, gradients, moments, the compute copy and the data-parallel layout (Params,
 	// Grads, M, V, Update, GradNorm, ...; trainable.go, parallel.go).
 	Trainable
-	params, grads paramViews // views of Params and Grads
-	scratch       paramViews // views of GradScratch (Parallel.SeparateAccum)
-	fwd           paramViews // views of Compute()
+	grads   paramViews // views of Grads
+	scratch paramViews // views of GradScratch (Parallel.SeparateAccum)
+	fwd     paramViews // views of Compute()
 
 	maxB, maxT int
 	inputs     backend.Buf // int32 (B,T)
@@ -170,7 +170,7 @@ func newModel(be backend.Backend, cfg Config, maxB, maxT int, prec Precision, pa
 		return nil, err
 	}
 	m := &Model{Config: cfg, be: be, maxB: maxB, maxT: maxT, Trainable: tr, views: map[[2]int]*acts{}, lossRows: lossRows}
-	m.params, m.fwd = m.paramViews(m.Params), m.paramViews(m.Compute())
+	m.fwd = m.paramViews(m.Compute())
 	if kind == trainableModel {
 		m.grads = m.paramViews(m.Grads)
 	}
@@ -336,7 +336,7 @@ func (m *Model) InitGPT2(seed uint64) {
 			for j := range part {
 				part[j] = value(lo + j)
 			}
-			m.be.Upload(m.be.View(m.params.all[i], lo, len(part)), part)
+			m.UploadParam(i, lo, part)
 		}
 	}
 	m.ParamsChanged()

@@ -24,11 +24,21 @@ type Parallel struct {
 	// multiple of NormBlock; the padding stays zero), and M and V hold only this rank's shard,
 	// which UpdateShard updates.
 	Shards, Rank int
+	// ShardMaster, with Shards in a mixed plan, keeps only this rank's shard of the fp32 master
+	// weights too (MasterSharded): Params is that shard (ShardLen elements, not a view of all
+	// parameters), the compute copy is padded like Grads (PaddedCompute), and UpdateShard,
+	// SetParams and ParamsUpdatedAt write this rank's shard of both; the caller all-gathers
+	// PaddedCompute to give every rank the whole compute copy. In fp32, whose Params is the
+	// compute copy, it changes nothing.
+	ShardMaster bool
 }
 
 func (p Parallel) validate() error {
 	if p.Shards < 0 || (p.Shards > 0 && (p.Rank < 0 || p.Rank >= p.Shards)) || (p.Shards == 0 && p.Rank != 0) {
 		return fmt.Errorf("parallel layout: rank %d of %d shards", p.Rank, p.Shards)
+	}
+	if p.ShardMaster && p.Shards == 0 {
+		return fmt.Errorf("parallel layout: a sharded master needs ZeRO-1 shards")
 	}
 	return nil
 }
@@ -40,33 +50,62 @@ func ShardLen(n, shards int) int {
 	return (s + NormBlock - 1) / NormBlock * NormBlock
 }
 
-// allocFlat allocates the parameters, gradients and moments for n parameters in m.par's layout.
+// allocFlat allocates the parameters (the fp32 master and, in a mixed plan, the compute copy),
+// gradients and moments for n parameters in m.par's layout.
 func (m *Trainable) allocFlat(n int) {
 	be, par := m.be, m.par
 	if par.Shards == 0 {
 		m.Params, m.Grads, m.M, m.V = be.Alloc(n), m.alloc(n, m.prec.Grads), be.Alloc(n), be.Alloc(n)
 		m.paramsFlat, m.gradsFlat = m.Params, m.Grads
+		m.compute = m.Params
+		if m.prec.Mixed() {
+			m.compute = be.AllocDType(n, m.prec.Compute)
+		}
 		return
 	}
 	s := ShardLen(n, par.Shards)
-	m.paramsFlat, m.gradsFlat = be.Alloc(s*par.Shards), m.alloc(s*par.Shards, m.prec.Grads)
-	m.Params, m.Grads = be.View(m.paramsFlat, 0, n), be.View(m.gradsFlat, 0, n)
+	m.gradsFlat = m.alloc(s*par.Shards, m.prec.Grads)
+	m.Grads = be.View(m.gradsFlat, 0, n)
 	m.M, m.V = be.Alloc(s), be.Alloc(s)
+	switch {
+	case m.MasterSharded():
+		m.Params = be.Alloc(s)
+		m.computeFlat = be.AllocDType(s*par.Shards, m.prec.Compute)
+		m.compute = be.View(m.computeFlat, 0, n)
+	default:
+		m.paramsFlat = be.Alloc(s * par.Shards)
+		m.Params = be.View(m.paramsFlat, 0, n)
+		m.compute = m.Params
+		if m.prec.Mixed() {
+			m.compute = be.AllocDType(n, m.prec.Compute)
+		}
+	}
+}
+
+// MasterSharded says whether this rank keeps only its shard of the fp32 master weights
+// (Parallel.ShardMaster in a mixed plan).
+func (m *Trainable) MasterSharded() bool {
+	return m.par.ShardMaster && m.par.Shards > 0 && m.prec.Mixed() && !m.frozen
 }
 
 // Parallel is the model's data-parallel layout.
 func (m *Trainable) Parallel() Parallel { return m.par }
 
 // PaddedParams and PaddedGrads are the whole flat buffers behind Params and Grads, padded (with
-// ZeRO-1 shards) to a length that splits into equal shards; the padding is zero.
+// ZeRO-1 shards) to a length that splits into equal shards; the padding is zero. With a sharded
+// master there is no PaddedParams (nil): PaddedCompute is what the ranks all-gather.
 func (m *Trainable) PaddedParams() backend.Buf { return m.paramsFlat }
 func (m *Trainable) PaddedGrads() backend.Buf  { return m.gradsFlat }
+
+// PaddedCompute is the whole compute copy behind Compute with a sharded master (MasterSharded),
+// padded like PaddedGrads; nil otherwise.
+func (m *Trainable) PaddedCompute() backend.Buf { return m.computeFlat }
 
 // Shard returns the first element of this rank's ZeRO-1 shard in the padded buffers, its
 // length, and how many of its elements are parameters (the rest is padding). Without shards it is
 // all parameters.
 func (m *Trainable) Shard() (off, length, real int) {
-	n := m.Params.Len()
+	n := m.Grads.Len()
 	if m.par.Shards == 0 {
 		return 0, n, n
 	}
@@ -112,18 +151,23 @@ func (m *Trainable) GradBlockSums(dst []float64, off, count int) {
 // UpdateShard is Update for ZeRO-1: AdamW on this rank's shard of the parameters only, from the
 // shard's summed gradients and the rank's moments (each element updated exactly as Update
 // would). The other ranks' parts of Params are stale until the caller all-gathers PaddedParams
-// and calls ParamsUpdatedAt(step).
+// and calls ParamsUpdatedAt(step); with a sharded master, the caller calls ParamsUpdatedAt(step)
+// (this rank's shard of the compute copy) and all-gathers PaddedCompute.
 func (m *Trainable) UpdateShard(opt AdamWConfig, lr float64, step int, gradScale float64) {
 	defer backend.Scope(m.be, "optimizer")()
 	off, _, real := m.Shard()
 	end := off + real
+	master := 0 // where Params starts in the flat layout
+	if m.MasterSharded() {
+		master = off
+	}
 	for i, s := range m.specs {
 		lo, hi := max(off, m.offsets[i]), min(end, m.offsets[i]+s.Size())
 		if lo >= hi {
 			continue
 		}
 		be, n := m.be, hi-lo
-		be.AdamW(be.View(m.Params, lo, n), be.View(m.Grads, lo, n), be.View(m.M, lo-off, n), be.View(m.V, lo-off, n), n,
+		be.AdamW(be.View(m.Params, lo-master, n), be.View(m.Grads, lo, n), be.View(m.M, lo-off, n), be.View(m.V, lo-off, n), n,
 			m.adamWParams(opt, s, lr, step, gradScale))
 	}
 }
@@ -131,7 +175,7 @@ func (m *Trainable) UpdateShard(opt AdamWConfig, lr float64, step int, gradScale
 // SetMoments uploads both AdamW moments from host arrays over all parameters (a checkpoint's),
 // keeping this rank's shard only with ZeRO-1.
 func (m *Trainable) SetMoments(m1, m2 []float32) error {
-	n := m.Params.Len()
+	n := m.Grads.Len()
 	if len(m1) != n || len(m2) != n {
 		return fmt.Errorf("moment count mismatch: have %d and %d, model needs %d", len(m1), len(m2), n)
 	}
@@ -148,7 +192,7 @@ func (m *Trainable) SetMoments(m1, m2 []float32) error {
 // ReadMoments does), each in consecutive chunks over all parameters; with ZeRO-1 this rank
 // keeps the parts in its shard. On an error the moments are partly written.
 func (m *Trainable) SetMomentsFrom(read func(m1, m2 func(off int, chunk []float32) error) error) error {
-	n := m.Params.Len()
+	n := m.Grads.Len()
 	off, _, real := m.Shard()
 	orders := [2]ChunkOrder{{What: "moment", N: n}, {What: "moment", N: n}}
 	sink := func(k int, dst backend.Buf) func(int, []float32) error {

@@ -26,19 +26,24 @@ func microBatch(k, B, T, V int) (inputs, targets []int32) {
 // package dist does), with the whole update (DDP) or each rank updating its ZeRO-1 shard, must
 // give the bits of one process accumulating the same micro-batches with BackwardAccumulate: the
 // same losses, gradient norms, parameters and moments. The collectives are simulated here; the
-// trainer's tests run them under mpirun.
+// trainer's tests run them under mpirun. In bf16 with stochastic rounding, ZeRO-1 ranks that keep
+// only their shard of the fp32 master (Parallel.ShardMaster) and all-gather the bf16 copy give
+// the same master, copy and moments.
 func TestRanksMatchGradientAccumulation(t *testing.T) {
 	const B, T, steps = 2, 16, 3
 	cfg := parallelConfig
 	opt := gpt.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
+	bf16 := gpt.Precision{Compute: backend.BF16, StochasticRounding: true}
 	for _, tc := range []struct {
 		name        string
 		world, zero int
-	}{{"ddp 2 ranks", 2, 0}, {"zero-1 2 ranks", 2, 1}, {"ddp 3 ranks", 3, 0}, {"zero-1 3 ranks", 3, 1}} {
+		prec        gpt.Precision
+	}{{"ddp 2 ranks", 2, 0, gpt.Precision{}}, {"zero-1 2 ranks", 2, 1, gpt.Precision{}}, {"ddp 3 ranks", 3, 0, gpt.Precision{}},
+		{"zero-1 3 ranks", 3, 1, gpt.Precision{}}, {"ddp 2 ranks bf16", 2, 0, bf16}, {"zero-1 3 ranks bf16 sharded master", 3, 1, bf16}} {
 		t.Run(tc.name, func(t *testing.T) {
 			be := cpu.New(2)
 			defer be.Close()
-			one, err := gpt.NewParallel(be, cfg, B, T, gpt.Precision{}, gpt.Parallel{SeparateAccum: true})
+			one, err := gpt.NewParallel(be, cfg, B, T, tc.prec, gpt.Parallel{SeparateAccum: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,12 +52,28 @@ func TestRanksMatchGradientAccumulation(t *testing.T) {
 			for r := range ranks {
 				par := gpt.Parallel{}
 				if tc.zero == 1 {
-					par = gpt.Parallel{Shards: tc.world, Rank: r}
+					par = gpt.Parallel{Shards: tc.world, Rank: r, ShardMaster: true}
 				}
-				if ranks[r], err = gpt.NewParallel(be, cfg, B, T, gpt.Precision{}, par); err != nil {
+				if ranks[r], err = gpt.NewParallel(be, cfg, B, T, tc.prec, par); err != nil {
 					t.Fatal(err)
 				}
 				ranks[r].InitGPT2(3)
+			}
+			sharded := ranks[0].MasterSharded()
+			if sharded != (tc.zero == 1 && tc.prec.Mixed()) {
+				t.Fatalf("MasterSharded %v", sharded)
+			}
+			// The all-gather of the compute copy: each rank's shard into every rank's copy.
+			gatherCompute := func() {
+				for _, from := range ranks {
+					off, _, real := from.Shard()
+					for _, to := range ranks {
+						copy(be.HostFloats(to.Compute())[off:off+real], be.HostFloats(from.Compute())[off:off+real])
+					}
+				}
+			}
+			if sharded {
+				gatherCompute()
 			}
 			n := one.Params.Len()
 			scale := float32(1) / float32(tc.world)
@@ -138,29 +159,46 @@ func TestRanksMatchGradientAccumulation(t *testing.T) {
 					if gotNorm != wantNorm {
 						t.Fatalf("step %d: ZeRO-1 norm %v, one process %v", step, gotNorm, wantNorm)
 					}
-					// Each rank updates its shard, then all-gather.
+					// Each rank updates its shard, then all-gather: the fp32 weights, or with a
+					// sharded master the rank's shard of the compute copy.
 					whole := make([]float32, n)
 					for _, m := range ranks {
 						m.UpdateShard(opt, 1e-3, step, min(1, 1/(gotNorm+1e-6)))
+						if sharded {
+							m.ParamsUpdatedAt(step)
+							continue
+						}
 						off, _, real := m.Shard()
 						copy(whole[off:off+real], be.HostFloats(m.Params)[off:off+real])
 					}
-					for _, m := range ranks {
-						if err := m.SetParams(whole); err != nil {
-							t.Fatal(err)
+					if sharded {
+						gatherCompute()
+					} else {
+						for _, m := range ranks {
+							if err := m.SetParams(whole); err != nil {
+								t.Fatal(err)
+							}
+							m.ParamsUpdatedAt(step)
 						}
-						m.ParamsUpdatedAt(step)
 					}
 				}
-				want := be.HostFloats(one.Params)
+				want, wantCompute := be.HostFloats(one.Params), be.HostFloats(one.Compute())
 				for r, m := range ranks {
-					got := be.HostFloats(m.Params)
-					for i := range want {
-						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-							t.Fatalf("step %d rank %d: parameter %d is %v, one process %v", step, r, i, got[i], want[i])
+					off, _, real := m.Shard()
+					got, master := be.HostFloats(m.Params), 0
+					if sharded { // this rank's shard only
+						got, master = got[:real], off
+					}
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[master+i]) {
+							t.Fatalf("step %d rank %d: parameter %d is %v, one process %v", step, r, master+i, got[i], want[master+i])
 						}
 					}
-					off, _, real := m.Shard()
+					for i, c := range be.HostFloats(m.Compute()) {
+						if math.Float32bits(c) != math.Float32bits(wantCompute[i]) {
+							t.Fatalf("step %d rank %d: compute copy %d is %v, one process %v", step, r, i, c, wantCompute[i])
+						}
+					}
 					for i := range real {
 						if be.HostFloats(m.M)[i] != be.HostFloats(one.M)[off+i] || be.HostFloats(m.V)[i] != be.HostFloats(one.V)[off+i] {
 							t.Fatalf("step %d rank %d: moments of parameter %d differ", step, r, off+i)

@@ -2,6 +2,7 @@ package gpt
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -264,5 +265,56 @@ func TestPlanErrorNotesWideSixteenBits(t *testing.T) {
 		if _, err := NewInference(host, cfg, 2, 16, prec); err == nil || strings.Contains(err.Error(), note) {
 			t.Errorf("%v forward-only on the CPU: %v", prec, err)
 		}
+	}
+}
+
+// ZeRO-1 in a mixed plan with a sharded master keeps 1/W of the fp32 master as well as of the
+// moments, and a compute copy padded like the gradients for the all-gather: the plan is what
+// NewParallel allocates. For GPT-2 124M on 8 ranks it logs the three layouts' plans (the numbers
+// in docs/data-parallel.md).
+func TestShardedMasterMemoryPlan(t *testing.T) {
+	cfg := Config{BlockSize: 64, VocabSize: 101, PaddedVocabSize: 128, NumLayers: 3, NumHeads: 3, Channels: 60}
+	n := cfg.NumParams()
+	for _, prec := range mixedPlans {
+		for _, par := range []Parallel{{Shards: 2, Rank: 1, ShardMaster: true}, {Shards: 3, Rank: 0, ShardMaster: true, SeparateAccum: true}} {
+			be := &countingDT{Backend: cpu.New(1)}
+			m, err := NewParallel(be, cfg, 3, 11, prec, par)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := cfg.ParallelMemoryPlan(3, 11, prec, par)
+			if got := PlanBytes(plan); got != be.bytes {
+				t.Errorf("%v %+v: plan says %d bytes, NewParallel allocated %d", prec, par, got, be.bytes)
+			}
+			s := ShardLen(n, par.Shards)
+			if !m.MasterSharded() || m.Params.Len() != s || m.PaddedCompute().Len() != s*par.Shards || m.Compute().Len() != n || m.PaddedParams() != nil {
+				t.Errorf("%v %+v: master %d, padded copy %d, copy %d; want %d, %d, %d", prec, par, m.Params.Len(), m.PaddedCompute().Len(), m.Compute().Len(), s, s*par.Shards, n)
+			}
+			if want := fmt.Sprintf("parameters (ZeRO-1: 1/%d shard)", par.Shards); plan[0].Name != want || plan[0].Bytes != 4*int64(s) {
+				t.Errorf("%v %+v: the plan starts with %+v, want %q of %d bytes", prec, par, plan[0], want, 4*s)
+			}
+		}
+	}
+	// fp32: Params is the compute copy, which every rank needs whole; ShardMaster changes nothing.
+	m, err := NewParallel(cpu.New(1), cfg, 3, 11, Precision{}, Parallel{Shards: 2, ShardMaster: true})
+	if err != nil || m.MasterSharded() || m.Params.Len() != n || m.PaddedCompute() != nil {
+		t.Errorf("fp32 with ShardMaster: %v, sharded %v, params %d", err, m.MasterSharded(), m.Params.Len())
+	}
+
+	gpt2, err := Preset("gpt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf16 := Precision{Compute: backend.BF16}
+	for _, l := range []struct {
+		name string
+		par  Parallel
+	}{{"DDP", Parallel{}}, {"ZeRO-1, whole master", Parallel{Shards: 8}}, {"ZeRO-1, sharded master", Parallel{Shards: 8, ShardMaster: true}}} {
+		plan := gpt2.ParallelMemoryPlan(16, 1024, bf16, l.par)
+		var items []string
+		for _, it := range plan[:4] { // the master, the bf16 copy, the gradients, the moments
+			items = append(items, fmt.Sprintf("%s %.0f MB", it.Name, float64(it.Bytes)/1e6))
+		}
+		t.Logf("GPT-2 124M, bf16, B=16 T=1024, 8 ranks, %s: %s; total %.2f GB", l.name, strings.Join(items, ", "), float64(PlanBytes(plan))/1e9)
 	}
 }

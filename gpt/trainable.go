@@ -22,22 +22,24 @@ type Trainable struct {
 	// is Compute(), in the compute format.
 	Params, Grads, M, V backend.Buf
 	// Data-parallel layout: with ZeRO-1 shards, Params and Grads are views of the first
-	// NumParams elements of padded flat buffers, and M and V hold this rank's shard only.
-	par                   Parallel
-	paramsFlat, gradsFlat backend.Buf
-	gradScratch           backend.Buf // SeparateAccum: one micro-batch's gradient
-	normSums              []float64   // GradNorm's block sums
-	stats                 backend.Buf // GradStats' buffer
-	step                  backend.Buf // SetUpdateStep's scalars (AdamWAll's, then the seed), and their host copy
-	stepHost              [backend.AdamWStepLen + backend.SeedLen]float32
-	segs                  []backend.AdamWSegment
-	prec                  Precision
-	frozen                bool   // NewFrozen: parameters only, for forward passes
-	omit                  []bool // NewFrozenWithout: the tensors left out of the flat buffers
-	numParams             int    // parameters of all the specs, the omitted ones included
-	compute               backend.Buf
-	specs                 []ParamSpec
-	offsets               []int // start of each spec in the flat buffers
+	// NumParams elements of padded flat buffers, and M and V hold this rank's shard only; with
+	// a sharded master (MasterSharded), Params holds this rank's shard only and Compute() is a
+	// view of the padded computeFlat.
+	par                                Parallel
+	paramsFlat, gradsFlat, computeFlat backend.Buf
+	gradScratch                        backend.Buf // SeparateAccum: one micro-batch's gradient
+	normSums                           []float64   // GradNorm's block sums
+	stats                              backend.Buf // GradStats' buffer
+	step                               backend.Buf // SetUpdateStep's scalars (AdamWAll's, then the seed), and their host copy
+	stepHost                           [backend.AdamWStepLen + backend.SeedLen]float32
+	segs                               []backend.AdamWSegment
+	prec                               Precision
+	frozen                             bool   // NewFrozen: parameters only, for forward passes
+	omit                               []bool // NewFrozenWithout: the tensors left out of the flat buffers
+	numParams                          int    // parameters of all the specs, the omitted ones included
+	compute                            backend.Buf
+	specs                              []ParamSpec
+	offsets                            []int // start of each spec in the flat buffers
 	// Per-tensor views of Params, Grads and the moments (the moments' only without shards).
 	paramAll, gradAll, moments1, moments2 []backend.Buf
 	// The gradient stream of the next backward pass (gradstream.go), and its views of Grads
@@ -100,14 +102,13 @@ func newTrainable(be backend.Backend, specs []ParamSpec, prec Precision, par Par
 		return t, nil
 	}
 	t.allocFlat(n)
-	t.compute = t.Params
-	if prec.Mixed() {
-		t.compute = be.AllocDType(n, prec.Compute)
-	}
 	if par.SeparateAccum {
 		t.gradScratch = t.alloc(n, prec.Grads)
 	}
-	t.paramAll, t.gradAll = t.TensorViews(t.Params), t.TensorViews(t.Grads)
+	t.gradAll = t.TensorViews(t.Grads)
+	if !t.MasterSharded() {
+		t.paramAll = t.TensorViews(t.Params)
+	}
 	if par.Shards == 0 {
 		t.moments1, t.moments2 = t.TensorViews(t.M), t.TensorViews(t.V)
 	}
@@ -134,12 +135,21 @@ func (t *Trainable) Omitted(i int) bool { return t.omit != nil && t.omit[i] }
 func TrainableMemoryPlan(n int64, prec Precision, par Parallel, sizeOf func(backend.DType) int64) []backend.MemoryItem {
 	f32 := sizeOf(backend.F32)
 	padded, moments, momentsName := n, n, "AdamW moments"
+	var plan []backend.MemoryItem
 	if par.Shards > 0 {
 		s := int64(ShardLen(int(n), par.Shards))
 		padded, moments = s*int64(par.Shards), s
 		momentsName = fmt.Sprintf("AdamW moments (ZeRO-1: 1/%d shard)", par.Shards)
+		if par.ShardMaster && prec.Mixed() {
+			plan = []backend.MemoryItem{
+				{Name: fmt.Sprintf("parameters (ZeRO-1: 1/%d shard)", par.Shards), Bytes: f32 * s},
+				{Name: "parameters (" + prec.Compute.String() + " copy)", Bytes: sizeOf(prec.Compute) * padded},
+			}
+		}
 	}
-	plan := paramsMemoryPlan(n, padded, prec, sizeOf)
+	if plan == nil {
+		plan = paramsMemoryPlan(n, padded, prec, sizeOf)
+	}
 	plan = append(plan, backend.MemoryItem{Name: "gradients", Bytes: sizeOf(prec.Grads) * padded})
 	if par.SeparateAccum {
 		plan = append(plan, backend.MemoryItem{Name: "gradients (one micro-batch's)", Bytes: sizeOf(prec.Grads) * n})
@@ -225,7 +235,7 @@ func (t *Trainable) setParamsFrom(read ParamsReader, omitted func(i, off int, pa
 			part := chunk[:min(len(chunk), t.specs[i].Size()-lo)]
 			switch {
 			case !t.Omitted(i):
-				t.be.Upload(t.be.View(t.Params, t.offsets[i]+lo, len(part)), part)
+				t.UploadParam(i, lo, part)
 			case omitted != nil:
 				if err := omitted(i, lo, part); err != nil {
 					return err
@@ -243,6 +253,21 @@ func (t *Trainable) setParamsFrom(read ParamsReader, omitted func(i, off int, pa
 	}
 	t.ParamsChanged()
 	return nil
+}
+
+// UploadParam writes values into the fp32 master of tensor specs[i] from its element off on
+// (with a sharded master, those in this rank's shard; the others are not this rank's to keep).
+// Call ParamsChanged after writing. Model initialisations write through it.
+func (t *Trainable) UploadParam(i, off int, values []float32) {
+	at := t.offsets[i] + off
+	if !t.MasterSharded() {
+		t.be.Upload(t.be.View(t.Params, at, len(values)), values)
+		return
+	}
+	shard, _, real := t.Shard()
+	if lo, hi := max(at, shard), min(at+len(values), shard+real); lo < hi {
+		t.be.Upload(t.be.View(t.Params, lo-shard, hi-lo), values[lo-at:hi-at])
+	}
 }
 
 // ReadAll collects the n values read hands over into one host array, for what needs them all
@@ -391,6 +416,9 @@ func (t *Trainable) QueueParamsUpdate() {
 	if !t.prec.Mixed() {
 		return
 	}
+	if t.MasterSharded() {
+		panic("QueueParamsUpdate with a sharded master; use ParamsUpdatedAt and all-gather PaddedCompute")
+	}
 	if t.step == nil {
 		panic("QueueParamsUpdate before SetUpdateStep")
 	}
@@ -440,12 +468,19 @@ func (t *Trainable) ParamsChanged() { t.ParamsUpdatedAt(0) }
 
 // ParamsUpdatedAt rewrites the compute copy exactly as Update(step) last did (with stochastic
 // rounding its bits depend on the step; step 0 means no update yet: round to nearest). A resumed
-// run calls it with its last update's step, so that it continues from the same copy.
+// run calls it with its last update's step, so that it continues from the same copy. With a
+// sharded master it rewrites this rank's shard of the copy, each element to the bits the whole
+// conversion gives it (backend.StochasticSeedAt); the caller all-gathers PaddedCompute.
 func (t *Trainable) ParamsUpdatedAt(step int) {
 	if !t.prec.Mixed() || t.frozen { // a frozen model's Params is its compute copy
 		return
 	}
-	t.be.Convert(t.compute, t.Params, t.Params.Len(), t.updateSeed(step))
+	if !t.MasterSharded() {
+		t.be.Convert(t.compute, t.Params, t.Params.Len(), t.updateSeed(step))
+		return
+	}
+	off, _, real := t.Shard()
+	t.be.Convert(t.be.View(t.compute, off, real), t.Params, real, backend.StochasticSeedAt(t.updateSeed(step), off))
 }
 
 // updateSeed is the Convert seed of the compute copy after update step (0 before any update

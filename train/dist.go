@@ -86,13 +86,24 @@ func worldChange(batchTokens, oldA, oldW, newA, newW int) string {
 // rank0 says whether this process writes the run directory and the console.
 func (t *Trainer) rank0() bool { return t.comm.Rank() == 0 }
 
-// parallelLayout is the model's buffer layout for this run.
+// parallelLayout is the model's buffer layout for this run. ZeRO-1 in a mixed precision keeps
+// each rank's shard of the fp32 master only, where the backend can all-gather the 16-bit compute
+// copy as fp32 words (backend.WordViewer: the CPU and CUDA backends).
 func (t *Trainer) parallelLayout() gpt.Parallel {
 	par := gpt.Parallel{SeparateAccum: t.cfg.GradAccum > 1}
 	if t.opts.Zero {
-		par.Shards, par.Rank = t.comm.Size(), t.comm.Rank()
+		_, words := t.be.(backend.WordViewer)
+		par.Shards, par.Rank, par.ShardMaster = t.comm.Size(), t.comm.Rank(), words
 	}
 	return par
+}
+
+// gatherCompute all-gathers the compute copy of a sharded master (gpt.Trainable.MasterSharded),
+// each rank's shard of which ParamsUpdatedAt wrote: 16-bit values moved as fp32 words, half the
+// bytes of the fp32 weights on a GPU.
+func (t *Trainer) gatherCompute() error {
+	words := t.be.(backend.WordViewer).Words(t.w.PaddedCompute())
+	return t.timed(func() error { return t.comm.AllGather(words) })
 }
 
 // gatherBuf is a small buffer for all-gathers of W equal parts, and its host copy.
@@ -149,7 +160,7 @@ func (t *Trainer) stopRequested(local bool) (bool, error) {
 // the others. It returns the hash. A collective: every rank calls it.
 func (t *Trainer) sameParams() (uint32, error) {
 	bufs := []backend.Buf{t.w.Compute()}
-	if t.w.Params != t.w.Compute() {
+	if t.w.Params != t.w.Compute() && !t.w.MasterSharded() {
 		bufs = append(bufs, t.w.Params)
 	}
 	crc := uint32(0)
@@ -324,6 +335,10 @@ func (t *Trainer) update(opt gpt.AdamWConfig, lr float64, step int, gradScale fl
 		return nil
 	}
 	m.UpdateShard(opt, lr, step, gradScale)
+	if m.MasterSharded() {
+		m.ParamsUpdatedAt(step) // this rank's shard of the compute copy
+		return t.gatherCompute()
+	}
 	if err := t.timed(func() error { return t.comm.AllGather(m.PaddedParams()) }); err != nil {
 		return err
 	}
@@ -331,29 +346,67 @@ func (t *Trainer) update(opt gpt.AdamWConfig, lr float64, step int, gradScale fl
 	return nil
 }
 
-// gatherMoments returns both AdamW moments over all parameters for a checkpoint: the model's own
-// buffers without ZeRO-1, else the ranks' shards all-gathered into scratch (a collective: every
-// rank calls it).
-func (t *Trainer) gatherMoments() (m1, m2 backend.Buf, err error) {
+// ckptArray is one of a checkpoint's three arrays over all parameters (the fp32 weights, both
+// AdamW moments): a buffer of the model's, or values gathered from the ranks' shards into host
+// memory.
+type ckptArray struct {
+	buf  backend.Buf
+	host []float32
+}
+
+// checkpointArrays returns the three arrays of a checkpoint: the model's own buffers where
+// every rank holds them whole, else (ZeRO-1's moments, a sharded master) the ranks' shards
+// gathered a chunk at a time into host memory on rank 0 (nil elsewhere), so that no rank holds
+// a whole moment or master on the backend, not even while a checkpoint is written. A collective:
+// every rank calls it.
+func (t *Trainer) checkpointArrays() ([3]ckptArray, error) {
 	m := t.w
+	arrays := [3]ckptArray{{buf: m.Params}, {buf: m.M}, {buf: m.V}}
 	if !t.opts.Zero {
-		return m.M, m.V, nil
+		return arrays, nil
 	}
-	off, length, _ := m.Shard()
-	n := length * t.comm.Size()
-	if t.momentsScratch[0] == nil {
-		t.momentsScratch = [2]backend.Buf{t.be.Alloc(n), t.be.Alloc(n)}
+	for i := range arrays {
+		if i == 0 && !m.MasterSharded() {
+			continue // the whole fp32 weights, all-gathered at every step
+		}
+		host, err := t.gatherShard(arrays[i].buf)
+		if err != nil {
+			return arrays, err
+		}
+		arrays[i] = ckptArray{host: host}
 	}
-	host := make([]float32, length)
-	for i, src := range []backend.Buf{m.M, m.V} {
-		t.be.Download(host, src)
-		t.be.Upload(t.be.View(t.momentsScratch[i], off, length), host)
-		if err := t.comm.AllGather(t.momentsScratch[i]); err != nil {
-			return nil, nil, err
+	return arrays, nil
+}
+
+// gatherShard returns on rank 0 the whole of a buffer sharded like the gradients (each rank's
+// shard, ShardLen elements, in rank order; the first NumParams of them), gathered saveChunkLen
+// values per rank at a time through a buffer of W times that; nil on the other ranks.
+func (t *Trainer) gatherShard(shard backend.Buf) ([]float32, error) {
+	W, r, s := t.comm.Size(), t.comm.Rank(), shard.Len()
+	c := min(s, saveChunkLen)
+	if t.shardChunks == nil || t.shardChunks.Len() != W*c {
+		t.shardChunks = t.be.Alloc(W * c)
+	}
+	var whole []float32
+	if r == 0 {
+		whole = make([]float32, W*s)
+	}
+	for k := 0; k < s; k += c {
+		n := min(c, s-k)
+		t.be.Convert(t.be.View(t.shardChunks, r*c, n), t.be.View(shard, k, n), n, 0) // a copy
+		if err := t.comm.AllGather(t.shardChunks); err != nil {
+			return nil, err
+		}
+		if r == 0 {
+			for q := range W {
+				t.be.Download(whole[q*s+k:q*s+k+n], t.be.View(t.shardChunks, q*c, n))
+			}
 		}
 	}
-	N := m.Params.Len()
-	return t.be.View(t.momentsScratch[0], 0, N), t.be.View(t.momentsScratch[1], 0, N), nil
+	if err := t.be.Sync(); err != nil {
+		return nil, err
+	}
+	return whole[:min(len(whole), t.w.Grads.Len())], nil
 }
 
 // timed runs a collective, adding its time to the step's communication time (logged as

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpt2go/gpt2go/backend"
 	"github.com/gpt2go/gpt2go/backend/cpu"
+	"github.com/gpt2go/gpt2go/checkpoint"
 	"github.com/gpt2go/gpt2go/dist"
 )
 
@@ -138,5 +139,70 @@ func TestWorldChange(t *testing.T) {
 		if got := worldChange(8*64, tc.oldA, tc.oldW, tc.newA, tc.newW); got != tc.want {
 			t.Errorf("A %d, W %d -> A %d, W %d: %q, want %q", tc.oldA, tc.oldW, tc.newA, tc.newW, got, tc.want)
 		}
+	}
+}
+
+// deviceWords is deviceLike (no host memory: checkpoints stream) that can all-gather a 16-bit
+// buffer as fp32 words, as the CUDA backend can (backend.WordViewer), and sums the gradient norm
+// in blocks as GradStats does (backend.BlockSumSquarer), so that ZeRO-1's norm is the plain run's.
+type deviceWords struct{ deviceLike }
+
+func (d deviceWords) Words(b backend.Buf) backend.Buf { return d.Backend.(*cpu.Backend).Words(b) }
+func (d deviceWords) SumSquaresBlocks(dst []float64, x backend.Buf, N, block int) {
+	d.Backend.(*cpu.Backend).SumSquaresBlocks(dst, x, N, block)
+}
+
+// ZeRO-1 on one rank runs the sharded layout, in bf16 with stochastic rounding a sharded fp32
+// master whose compute copy is all-gathered, and checkpoints gathered from the shards 1000 values
+// at a time (in host memory, and streamed from a backend without it): stopped and resumed, it
+// gives the bits of a plain run in the log and in every weight and moment of the checkpoint.
+func TestZeroOneRankMatchesPlainRun(t *testing.T) {
+	defer func(n int) { saveChunkLen = n }(saveChunkLen)
+	saveChunkLen = 1000
+	cfg := smallConfig(writeDataset(t, 50))
+	cfg.Precision, cfg.StochasticRounding, cfg.Steps = "bf16", true, 8
+	for name, be := range map[string]backend.Backend{"host memory": cpu.New(2), "streamed": deviceWords{deviceLike{cpu.New(2)}}} {
+		t.Run(name, func(t *testing.T) {
+			plain, zero := filepath.Join(t.TempDir(), "plain"), filepath.Join(t.TempDir(), "zero")
+			if _, err := runTrain(t, Options{Config: cfg, RunDir: plain, Backend: be}); err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if _, err := runTrain(t, Options{Config: cfg, RunDir: zero, Backend: be, Zero: true, StopAt: 5, Out: &out}); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), "data parallel: 1 ranks (ZeRO-1)") {
+				t.Fatalf("not a ZeRO-1 run:\n%s", out.String())
+			}
+			if _, err := runTrain(t, Options{Config: cfg, RunDir: zero, Backend: be, Zero: true, Resume: true}); err != nil {
+				t.Fatal(err)
+			}
+			want, got := logEntries(t, plain), logEntries(t, zero)
+			for step, w := range want {
+				for _, k := range []string{"loss", "val_loss", "grad_norm"} {
+					if v, ok := w[k]; ok && got[step][k] != v { // (the stop at step 5 evaluated)
+						t.Errorf("step %d: %s %v, plain %v", step, k, got[step][k], v)
+					}
+				}
+			}
+			a, err := checkpoint.Load(checkpoint.Path(plain, cfg.Steps))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := checkpoint.Load(checkpoint.Path(zero, cfg.Steps))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range [][2][]float32{{a.Params, b.Params}, {a.M, b.M}, {a.V, b.V}} {
+				if len(p[0]) != len(p[1]) {
+					t.Fatalf("array %d: %d values, plain %d", i, len(p[1]), len(p[0]))
+				}
+				for j := range p[0] {
+					if math.Float32bits(p[0][j]) != math.Float32bits(p[1][j]) {
+						t.Fatalf("array %d element %d: %v, plain %v", i, j, p[1][j], p[0][j])
+					}
+				}
+			}
+		})
 	}
 }

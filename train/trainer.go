@@ -130,16 +130,16 @@ type Trainer struct {
 	lock          *checkpoint.RunLock
 
 	// Data parallel (dist.go).
-	comm           dist.Comm
-	gathers        map[int]gatherBuf // by part length
-	momentsScratch [2]backend.Buf    // ZeRO-1: both moments gathered for a checkpoint
-	commTime       time.Duration     // this step's time in collectives
-	commWait       time.Duration     // of which the step waited for the overlapped all-reduces
-	gradsReduced   bool              // this step's gradient was all-reduced during backward
-	normSums       []float64         // ZeRO-1: this rank's gradient block sums, and their encoding
-	normEnc        []float32
-	normAll        []float64 // ZeRO-1: every rank's block sums, decoded
-	paramsCRC      uint32    // sameParams' hash at the last checkpoint
+	comm         dist.Comm
+	gathers      map[int]gatherBuf // by part length
+	shardChunks  backend.Buf       // ZeRO-1: the chunks of shards gathered for a checkpoint
+	commTime     time.Duration     // this step's time in collectives
+	commWait     time.Duration     // of which the step waited for the overlapped all-reduces
+	gradsReduced bool              // this step's gradient was all-reduced during backward
+	normSums     []float64         // ZeRO-1: this rank's gradient block sums, and their encoding
+	normEnc      []float32
+	normAll      []float64 // ZeRO-1: every rank's block sums, decoded
+	paramsCRC    uint32    // sameParams' hash at the last checkpoint
 
 	// Steps (step.go).
 	statsHost  [2][]float32 // GradStats' values of the last two steps, copied back
@@ -589,7 +589,14 @@ func (t *Trainer) initWeights() error {
 			return err
 		}
 	}
-	if t.distributed() { // every rank made the same weights; rank 0's are the job's anyway
+	switch {
+	case t.w.MasterSharded():
+		// Each rank keeps its shard of the weights it made (every rank made the same: the
+		// checkpoint of step 0 compares them) and the compute copy is gathered.
+		if err := t.gatherCompute(); err != nil {
+			return err
+		}
+	case t.distributed(): // every rank made the same weights; rank 0's are the job's anyway
 		if err := t.comm.Broadcast(t.w.Params, 0); err != nil {
 			return err
 		}
@@ -659,6 +666,11 @@ func (t *Trainer) restore(ck *checkpoint.Checkpoint) error {
 	// The 16-bit parameter copy as the last update wrote it (its stochastic rounding is seeded
 	// by the optimizer step).
 	t.w.ParamsUpdatedAt(t.state.Step - t.state.SkippedSteps)
+	if t.w.MasterSharded() { // each rank wrote its shard of the copy
+		if err := t.gatherCompute(); err != nil {
+			return err
+		}
+	}
 	if err := t.train.Restore(t.state.Loader); err != nil {
 		return fmt.Errorf("resume: data position: %w", err)
 	}
@@ -989,21 +1001,21 @@ func (t *Trainer) saveCheckpoint() error {
 		}
 		t.paramsCRC = crc
 	}
-	m1, m2, err := t.gatherMoments()
+	arrays, err := t.checkpointArrays()
 	if err != nil {
 		return err
 	}
-	return t.solo(func() error { return t.writeCheckpoint(m1, m2) })
+	return t.solo(func() error { return t.writeCheckpoint(arrays) })
 }
 
-// saveChunkLen is how many values writeCheckpoint downloads at a time from a backend without
-// host memory (a variable for the tests).
+// saveChunkLen is how many values a checkpoint moves at a time: writeCheckpoint's downloads from
+// a backend without host memory, and gatherShard's from each rank (a variable for the tests).
 var saveChunkLen = 1 << 20
 
-// writeCheckpoint writes the weights, the moments m1 and m2 and the state, after the log's
-// lines up to it are on disk (a power loss would otherwise leave a checkpoint whose steps the
-// log lacks).
-func (t *Trainer) writeCheckpoint(m1, m2 backend.Buf) error {
+// writeCheckpoint writes the weights and both moments (checkpointArrays) and the state, after
+// the log's lines up to it are on disk (a power loss would otherwise leave a checkpoint whose
+// steps the log lacks).
+func (t *Trainer) writeCheckpoint(arrays [3]ckptArray) error {
 	if t.log != nil {
 		t.log.Sync() // best effort: a log that cannot sync says so when written
 	}
@@ -1019,19 +1031,29 @@ func (t *Trainer) writeCheckpoint(m1, m2 backend.Buf) error {
 	if hm, ok := t.be.(backend.HostMemory); ok {
 		// Host-memory backends are written straight from their buffers: no second copy of
 		// 3 x the parameters.
-		ck.Params, ck.M, ck.V = hm.HostFloats(m.Params), hm.HostFloats(m1), hm.HostFloats(m2)
+		host := func(a ckptArray) []float32 {
+			if a.host != nil {
+				return a.host
+			}
+			return hm.HostFloats(a.buf)
+		}
+		ck.Params, ck.M, ck.V = host(arrays[0]), host(arrays[1]), host(arrays[2])
 	} else {
 		// Downloaded a chunk at a time as Save writes them (twice: the checksum pass, then the
-		// file), so the host never holds 3 x the parameters (18 GB for GPT-2 1.5B).
-		arrays, n := []backend.Buf{m.Params, m1, m2}, m.Params.Len()
+		// file), so the host never holds 3 x the parameters (18 GB for GPT-2 1.5B) but what
+		// ZeRO-1 gathered.
+		n := m.Grads.Len()
 		if t.saveChunk == nil {
 			t.saveChunk = make([]float32, min(n, saveChunkLen))
 		}
 		ck.StreamMoments = true
 		ck.Stream = func(i int, sink func(int, []float32) error) error {
+			if arrays[i].host != nil {
+				return sink(0, arrays[i].host)
+			}
 			for off := 0; off < n; off += len(t.saveChunk) {
 				part := t.saveChunk[:min(len(t.saveChunk), n-off)]
-				t.be.Download(part, t.be.View(arrays[i], off, len(part)))
+				t.be.Download(part, t.be.View(arrays[i].buf, off, len(part)))
 				if err := t.be.Sync(); err != nil {
 					return err
 				}

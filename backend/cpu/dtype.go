@@ -35,6 +35,13 @@ func (be *Backend) ElementBytes(backend.DType) int { return 4 }
 
 var _ backend.ElementSizer = (*Backend)(nil)
 
+// Words is b as an fp32 buffer over the same float32 array (backend.WordViewer).
+func (be *Backend) Words(b backend.Buf) backend.Buf {
+	return &floatBuf{data: Floats(b), dtype: backend.F32}
+}
+
+var _ backend.WordViewer = (*Backend)(nil)
+
 // round rounds b[:n] in place to b's dtype; float32 buffers (and nil) are left alone, so fp32
 // runs are unchanged.
 func (be *Backend) round(b backend.Buf, n int) {

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -321,5 +322,20 @@ func BenchmarkRound16(b *testing.B) {
 				be.round(buf, 1<<16)
 			}
 		})
+	}
+}
+
+// Words is a 16-bit buffer's float32 array as an fp32 buffer: the same elements, written through.
+func TestWords(t *testing.T) {
+	be := New(1)
+	b := be.AllocDType(5, backend.BF16)
+	be.Upload(b, []float32{1, 2, 3, 4, 5})
+	w := be.Words(b)
+	if w.DType() != backend.F32 || w.Len() != 5 || !slices.Equal(Floats(w), Floats(b)) {
+		t.Fatalf("words %v %d %v", w.DType(), w.Len(), Floats(w))
+	}
+	Floats(w)[2] = 9
+	if Floats(b)[2] != 9 {
+		t.Error("writing the words did not write the buffer")
 	}
 }

@@ -283,6 +283,23 @@ func (be *Backend) View(b backend.Buf, off, n int) backend.Buf {
 	return &buf{ptr: src.ptr + uintptr(src.bytes(off)), n: n, dt: src.dt, root: root}
 }
 
+// Words is b's bytes as float32 words (backend.WordViewer), for all-gathers of a 16-bit buffer
+// over NCCL as fp32; a 16-bit b must have an even length.
+func (be *Backend) Words(b backend.Buf) backend.Buf {
+	src := b.(*buf)
+	size := src.bytes(src.n)
+	if src.dt == backend.I32 || size%4 != 0 {
+		panic(fmt.Sprintf("cuda: Words of a %d-element %v buffer", src.n, src.dt))
+	}
+	root := src
+	if src.root != nil {
+		root = src.root
+	}
+	return &buf{ptr: src.ptr, n: int(size / 4), dt: backend.F32, root: root}
+}
+
+var _ backend.WordViewer = (*Backend)(nil)
+
 // Upload copies src into dst[:len(src)], rounded to nearest even to dst's format (on the host).
 func (be *Backend) Upload(dst backend.Buf, src []float32) {
 	if be.err != nil || len(src) == 0 {

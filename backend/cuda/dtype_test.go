@@ -111,6 +111,30 @@ func TestBuf16Layout(t *testing.T) {
 	}
 }
 
+// Words shows a 16-bit buffer's bytes as float32 words (an all-gather of the bf16 copy over NCCL
+// moves them): half as many, at the same address, so that W equal shards of the buffer are W
+// equal shards of the words; an fp32 buffer is itself, an odd 16-bit length is refused.
+func TestWords(t *testing.T) {
+	var be *Backend
+	for _, dt := range []backend.DType{backend.BF16, backend.F16, backend.F32} {
+		b := &buf{ptr: 1 << 20, n: 4096 * 3, dt: dt}
+		w := be.Words(b).(*buf)
+		if w.ptr != b.ptr || w.DType() != backend.F32 || w.n != 4096*3*dt.Bytes()/4 || w.root != b {
+			t.Errorf("%v: words ptr %#x n %d dtype %v", dt, w.ptr, w.n, w.DType())
+		}
+		shard := be.View(w, 2*w.n/3, w.n/3).(*buf) // rank 2 of 3
+		if want := be.View(b, 2*4096, 4096).(*buf).ptr; shard.ptr != want {
+			t.Errorf("%v: rank 2's words start at %#x, its elements at %#x", dt, shard.ptr, want)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Words of 3 bf16 values did not panic")
+		}
+	}()
+	be.Words(&buf{ptr: 1 << 20, n: 3, dt: backend.BF16})
+}
+
 // Kernel names: fp32 kernels keep their names, 16-bit ones are suffixed by format, and kernels over
 // activations and gradients by both; every variant of every op is in the lookup list.
 func TestKernelVariantNames(t *testing.T) {

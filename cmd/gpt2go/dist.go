@@ -25,7 +25,7 @@ type distFlags struct {
 }
 
 func (d *distFlags) register(fs *flag.FlagSet) {
-	fs.IntVar(&d.zero, "zero", 0, "data parallel: 0 (DDP: every rank keeps the whole optimizer state) or 1 (ZeRO-1: each rank keeps and updates 1/N of the fp32 weights' AdamW moments)")
+	fs.IntVar(&d.zero, "zero", 0, "data parallel: 0 (DDP: every rank keeps the whole optimizer state) or 1 (ZeRO-1: each rank keeps and updates 1/N of the AdamW moments, and with --precision bf16|fp16 of the fp32 master weights)")
 	fs.BoolVar(&d.overlap, "overlap-grads", true, "data parallel, DDP: all-reduce each layer's gradient while backward computes the layers below it (CPU ranks: on a goroutine; GPUs: NCCL on a second stream), false: the whole gradient after backward; the same bits on CPU ranks and on 2 GPUs (with more, NCCL may order each sum differently)")
 	fs.DurationVar(&d.timeout, "dist-timeout", time.Minute, "data parallel: end the job when a collective has waited this long for a rank that died or hangs (0 = wait forever)")
 }

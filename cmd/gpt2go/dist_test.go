@@ -164,23 +164,31 @@ func sameParamsOnRanks(t *testing.T, out, run string, step int, fp32 bool) {
 	}
 }
 
-// momentsPlanned requires the memory plan (--verbose) of a 2-rank run to count the AdamW
-// moments of the parameters in the checkpoint at step 12: all of them with DDP, half (one
-// padded shard) with ZeRO-1. Rank 0 prints it (the ranks' plans are the same size).
-func momentsPlanned(t *testing.T, out, run string, zero bool) {
+// shardsPlanned requires the memory plan (--verbose) of a 2-rank run to count the AdamW moments
+// of the parameters in the checkpoint at step 12: all of them with DDP, half (one padded shard)
+// with ZeRO-1; and with ZeRO-1 in a mixed precision half the fp32 master weights too, beside the
+// whole compute copy (padded like the gradients; 4 bytes a value in the CPU's host memory).
+// Rank 0 prints it (the ranks' plans are the same size).
+func shardsPlanned(t *testing.T, out, run string, zero, mixed bool) {
 	t.Helper()
 	ck, err := checkpoint.Load(checkpoint.Path(run, 12))
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := int64(len(ck.Params))
-	want := "AdamW moments " + backend.FormatBytes(2*4*n)
+	s := int64(gpt.ShardLen(int(n), 2))
+	want := []string{"AdamW moments " + backend.FormatBytes(2*4*n)}
 	if zero {
-		want = "AdamW moments (ZeRO-1: 1/2 shard) " + backend.FormatBytes(2*4*int64(gpt.ShardLen(int(n), 2)))
+		want = []string{"AdamW moments (ZeRO-1: 1/2 shard) " + backend.FormatBytes(2*4*s)}
+	}
+	if zero && mixed {
+		want = append(want, "parameters (ZeRO-1: 1/2 shard) "+backend.FormatBytes(4*s), "copy) "+backend.FormatBytes(4*2*s))
 	}
 	plans := regexp.MustCompile(`memory plan in host memory: .*`).FindAllString(out, -1)
-	if len(plans) != 1 || !strings.Contains(plans[0], want+",") {
-		t.Fatalf("rank 0's memory plan should say %q:\n%s", want, out)
+	for _, w := range want {
+		if len(plans) != 1 || !strings.Contains(plans[0], w+",") {
+			t.Fatalf("rank 0's memory plan should say %q:\n%s", w, out)
+		}
 	}
 }
 
@@ -217,7 +225,7 @@ func TestDataParallelMatchesGradAccum(t *testing.T) {
 				}
 				sameRun(t, one, two, 12)
 				sameParamsOnRanks(t, out, two, 12, true)
-				momentsPlanned(t, out, two, zero == "1")
+				shardsPlanned(t, out, two, zero == "1", false)
 			})
 		}
 	}
@@ -243,21 +251,36 @@ func TestDataParallelMatchesGradAccum(t *testing.T) {
 		}
 		sameRun(t, runs[false], runs[true], 12)
 	})
-	// Mixed precision: fp32 gradients on the wire, the 16-bit copy rewritten from the gathered
-	// fp32 weights (stochastically in bf16), fp16's loss scaler agreed on by all ranks; DDP
-	// (all-reduce per layer during backward) and ZeRO-1.
+	// Mixed precision: fp32 gradients on the wire, fp16's loss scaler agreed on by all ranks;
+	// DDP (all-reduce per layer during backward: the 16-bit copy rewritten from the whole fp32
+	// weights, stochastically in bf16) and ZeRO-1 (each rank keeps its shard of the fp32 weights,
+	// rewrites its shard of the 16-bit copy and the copy is all-gathered).
 	for _, prec := range [][]string{{"--precision", "bf16", "--stochastic-rounding"}, {"--precision", "fp16"}} {
 		one := filepath.Join(t.TempDir(), "one")
 		mustRun(t, distArgs(dataDir, one, append(prec, "--grad-accum", "2")...)...)
 		for _, zero := range []string{"0", "1"} {
 			t.Run(prec[1]+"/zero="+zero, func(t *testing.T) {
 				two := filepath.Join(t.TempDir(), "two")
-				out, err := mpirunGpt2go(t, 2, 2*time.Minute, "", distArgs(dataDir, two, append(prec, "--zero", zero)...)...)
+				out, err := mpirunGpt2go(t, 2, 2*time.Minute, "", distArgs(dataDir, two, append(prec, "--zero", zero, "--verbose")...)...)
 				if err != nil {
 					t.Fatalf("mpirun: %v\n%s", err, out)
 				}
 				sameRun(t, one, two, 12)
 				sameParamsOnRanks(t, out, two, 12, false)
+				shardsPlanned(t, out, two, zero == "1", true)
+				if zero == "0" {
+					return
+				}
+				// Stopped and resumed: each rank takes its shard of the checkpoint's master and
+				// rounds it as the last update did, and the copy is gathered again.
+				half := filepath.Join(t.TempDir(), "half")
+				for _, args := range [][]string{distArgs(dataDir, half, append(prec, "--zero", zero, "--stop-at", "6")...),
+					{"train", "--resume", half, "--zero", zero, "--threads", "1", "--dist-timeout", "20s"}} {
+					if out, err := mpirunGpt2go(t, 2, 2*time.Minute, "", args...); err != nil {
+						t.Fatalf("mpirun: %v\n%s", err, out)
+					}
+				}
+				sameRun(t, one, half, 12)
 			})
 		}
 	}
