@@ -211,6 +211,12 @@ func openLocked(ctx context.Context, opts Options) (*Trainer, error) {
 		}
 		t.cfg = opts.Config
 	}
+	if opts.Resume && !opts.Set["zero"] && t.cfg.Zero == 1 && !t.opts.Zero && t.comm.Size() > 1 {
+		// A ZeRO-1 run resumed on ranks stays ZeRO-1 (the same bits as DDP, in less memory)
+		// unless --zero says otherwise.
+		t.opts.Zero = true
+		fmt.Fprintln(t.out, "--zero 1, as the run was saved (ZeRO-1); pass --zero 0 for DDP")
+	}
 	t.cfg.WorldSize, t.cfg.Zero = t.comm.Size(), t.zeroStage()
 	cfg := t.cfg
 	if err := cfg.Validate(); err != nil {
@@ -220,7 +226,7 @@ func openLocked(ctx context.Context, opts Options) (*Trainer, error) {
 		return nil, err
 	}
 	if t.distributed() { // (a resumed run's own --grad-precision too)
-		if err := CheckGradExchange(cfg.GradPrecision, t.comm.Size(), opts.Zero); err != nil {
+		if err := CheckGradExchange(cfg.GradPrecision, t.comm.Size(), t.opts.Zero); err != nil {
 			return nil, err
 		}
 	}

@@ -611,6 +611,19 @@ func TestDataParallelResumeOnOtherWorldSize(t *testing.T) {
 		}
 		layout(t, c, 6, 2, 1, 2, 1)
 		copyDir(t, c, d)
+		e, f := filepath.Join(t.TempDir(), "e"), filepath.Join(t.TempDir(), "f")
+		copyDir(t, c, e)
+		copyDir(t, c, f)
+
+		// On as many ranks, a ZeRO-1 run stays ZeRO-1 without --zero, and says so; --zero 0 wins.
+		if out := resume2(t, e); !strings.Contains(out, "--zero 1, as the run was saved (ZeRO-1); pass --zero 0 for DDP\n") {
+			t.Fatalf("a ZeRO-1 run resumed without --zero should say it stays ZeRO-1:\n%s", out)
+		}
+		layout(t, e, 12, 2, 1, 2, 1)
+		if out := resume2(t, f, "--zero", "0"); strings.Contains(out, "as the run was saved") {
+			t.Fatalf("--zero 0 given, yet:\n%s", out)
+		}
+		layout(t, f, 12, 2, 0, 2, 0)
 
 		out = mustRun(t, "train", "--resume", c, "--threads", "1")
 		expect(t, out, "world size 2 -> 1: global batch 256 -> 128 tokens (B x T x grad-accum x ranks); pass --grad-accum 2 to keep it")
