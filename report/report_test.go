@@ -36,10 +36,7 @@ func TestBuildFromRunDir(t *testing.T) {
 	if len(p.Samples) != 2 || p.Samples[0].Text != "new text\nline two" || p.Samples[1].Step != 3 {
 		t.Errorf("samples = %+v", p.Samples)
 	}
-	got := map[string]string{}
-	for _, kv := range p.Summary {
-		got[kv.Key] = kv.Value
-	}
+	got := summaryMap(p)
 	for key, want := range map[string]string{"steps done": "3 of 4", "last train loss": "2.0000", "best val loss": "2.6000 (step 2)",
 		"mean throughput": "50 tok/s", "mean step time": "20.0 ms", "training time": "50ms"} {
 		if got[key] != want {
@@ -112,14 +109,8 @@ func TestBuildBERTRun(t *testing.T) {
 {"step":3,"loss":2.4,"acc":0.3,"lr":0.001,"grad_norm":1,"ms":20,"tok_s":50}
 {"step":3,"val_loss":2.7,"val_acc":0.2}
 `)
-	p, err := Build(Options{RunDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, kv := range p.Summary {
-		got[kv.Key] = kv.Value
-	}
+	p := build(t, dir)
+	got := summaryMap(p)
 	if got["last val masked-token accuracy"] != "0.2000" || got["best val masked-token accuracy"] != "0.2500 (step 2)" {
 		t.Errorf("summary = %+v", p.Summary)
 	}
@@ -165,15 +156,27 @@ func TestPrecisionSummary(t *testing.T) {
 {"step":2,"loss":2.5,"ms":10,"loss_scale":32768,"skipped":0}
 {"step":3,"loss":2.0,"ms":10,"loss_scale":32768,"skipped":0}
 `)
+	got := summaryMap(build(t, dir))
+	if got["precision"] != "fp16" || got["loss scale"] != "32768 (1 step skipped)" {
+		t.Errorf("report summary precision %q, loss scale %q", got["precision"], got["loss scale"])
+	}
+}
+
+// build is Build of the run in dir, which must succeed.
+func build(t *testing.T, dir string) *Page {
+	t.Helper()
 	p, err := Build(Options{RunDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// summaryMap is p's summary as a map from key to value.
+func summaryMap(p *Page) map[string]string {
 	got := map[string]string{}
 	for _, kv := range p.Summary {
 		got[kv.Key] = kv.Value
 	}
-	if got["precision"] != "fp16" || got["loss scale"] != "32768 (1 step skipped)" {
-		t.Errorf("report summary precision %q, loss scale %q", got["precision"], got["loss scale"])
-	}
+	return got
 }
