@@ -480,7 +480,10 @@ func (t *Trainable) ParamsUpdatedAt(step int) {
 		return
 	}
 	off, _, real := t.Shard()
-	t.be.Convert(t.be.View(t.compute, off, real), t.Params, real, backend.StochasticSeedAt(t.updateSeed(step), off))
+	if real == 0 { // the last ranks' shards can be all padding, past the parameters
+		return
+	}
+	t.be.Convert(t.be.View(t.computeFlat, off, real), t.Params, real, backend.StochasticSeedAt(t.updateSeed(step), off))
 }
 
 // updateSeed is the Convert seed of the compute copy after update step (0 before any update
