@@ -524,16 +524,16 @@ func TestSkipsGpt2goOutput(t *testing.T) {
 
 // What a killed prepare leaves beside its output, a staging folder (part of a dataset) or the
 // old dataset set aside mid-replace, goes with the next prepare of that output; a staging
-// folder too young to be sure of, or another output's, stays.
+// folder too young to be sure of, another output's, or a user's own name, stays.
 func TestRunRemovesAKilledPreparesFolders(t *testing.T) {
 	dir := t.TempDir()
 	text := filepath.Join(dir, "t.txt")
 	os.WriteFile(text, []byte(strings.Repeat("hello world\n", 50)), 0o644)
 	out := filepath.Join(dir, "ds")
 	past := time.Now().Add(-2 * time.Hour)
-	for _, name := range []string{".ds.tmp-1", ".ds.tmp-young", ".ds.old-2", ".other.tmp-3"} {
+	for _, name := range []string{".ds.tmp-1", ".ds.tmp-9", ".ds.old-2", ".other.tmp-3", ".ds.old-mine"} {
 		writeTree(t, filepath.Join(dir, name), map[string]string{"train_000000.bin": "part"})
-		if name != ".ds.tmp-young" {
+		if name != ".ds.tmp-9" { // too young to be sure of
 			os.Chtimes(filepath.Join(dir, name), past, past)
 		}
 	}
@@ -548,13 +548,13 @@ func TestRunRemovesAKilledPreparesFolders(t *testing.T) {
 	if _, err := Run(Options{Inputs: []string{text}, Out: out, Tokenizer: "char"}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := names(), []string{".ds.old-2", ".ds.tmp-young", ".other.tmp-3", "ds", "t.txt"}; !slices.Equal(got, want) {
+	if got, want := names(), []string{".ds.old-2", ".ds.old-mine", ".ds.tmp-9", ".other.tmp-3", "ds", "t.txt"}; !slices.Equal(got, want) {
 		t.Errorf("after a new dataset: %v, want %v", got, want)
 	}
 	if _, err := Run(Options{Inputs: []string{text}, Out: out, Tokenizer: "char"}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := names(), []string{".ds.tmp-young", ".other.tmp-3", "ds", "t.txt"}; !slices.Equal(got, want) {
+	if got, want := names(), []string{".ds.old-mine", ".ds.tmp-9", ".other.tmp-3", "ds", "t.txt"}; !slices.Equal(got, want) {
 		t.Errorf("after a replacement: %v, want %v", got, want)
 	}
 }

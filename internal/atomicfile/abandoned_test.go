@@ -32,8 +32,9 @@ func entryNames(t *testing.T, dir string) []string {
 	return names
 }
 
-// RemoveAbandoned takes the old, unlocked entries under its prefix, files and folders, and
-// keeps those a live writer locks, those just made, and everything else.
+// RemoveAbandoned takes the old, unlocked entries named by its prefix and digits, files and
+// folders, and keeps those a live writer locks, those just made, a user's own names under the
+// prefix, and everything else.
 func TestRemoveAbandoned(t *testing.T) {
 	dir := t.TempDir()
 	prefix := ".f.bin.tmp-"
@@ -52,28 +53,28 @@ func TestRemoveAbandoned(t *testing.T) {
 		}
 		return p
 	}
-	for _, name := range []string{prefix + "1", prefix + "young", "f.bin", ".g.bin.tmp-1", prefix + "live"} {
+	for _, name := range []string{prefix + "1", prefix + "2", "f.bin", ".g.bin.tmp-1", prefix + "3", prefix + "notes", prefix + "7x"} {
 		mk(name, false)
 	}
-	mk(prefix+"folder", true)
+	mk(prefix+"4", true)
 	live, release, err := MkdirTemp(dir, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer release()
-	release2 := lock(filepath.Join(dir, prefix+"live"))
+	release2 := lock(filepath.Join(dir, prefix+"3"))
 	defer release2()
-	for _, name := range []string{prefix + "1", "f.bin", ".g.bin.tmp-1", prefix + "live", prefix + "folder"} {
+	for _, name := range []string{prefix + "1", "f.bin", ".g.bin.tmp-1", prefix + "3", prefix + "4", prefix + "notes", prefix + "7x"} {
 		age(t, filepath.Join(dir, name), 2*abandonedAge)
 	}
 	age(t, live, 2*abandonedAge) // a writer that has written nothing for a while
 
 	removed := RemoveAbandoned(dir, prefix)
 	slices.Sort(removed)
-	if want := []string{prefix + "1", prefix + "folder"}; !slices.Equal(removed, want) {
+	if want := []string{prefix + "1", prefix + "4"}; !slices.Equal(removed, want) {
 		t.Errorf("removed %v, want %v", removed, want)
 	}
-	want := []string{".f.bin.tmp-live", ".f.bin.tmp-young", filepath.Base(live), ".g.bin.tmp-1", "f.bin"}
+	want := []string{".f.bin.tmp-2", ".f.bin.tmp-3", ".f.bin.tmp-7x", ".f.bin.tmp-notes", filepath.Base(live), ".g.bin.tmp-1", "f.bin"}
 	slices.Sort(want)
 	if got := entryNames(t, dir); !slices.Equal(got, want) {
 		t.Errorf("left %v, want %v", got, want)

@@ -136,7 +136,8 @@ func lock(name string) (release func()) {
 // writer creates it and locks it a moment later, and this covers that moment.
 var abandonedAge = time.Minute
 
-// RemoveAbandoned deletes the temp files and staging folders dir/prefix* that a writer killed
+// RemoveAbandoned deletes the temp files and staging folders dir/prefixN (N decimal digits, as
+// Write, MkdirTemp and WriteDir name them) that a writer killed
 // mid-write left behind (kill -9, a crash, a power cut: the data of a checkpoint or a prepared
 // dataset can be gigabytes): those older than abandonedAge whose lock no live process holds.
 // It returns the names it removed; failures are ignored, as the entries are litter.
@@ -147,7 +148,10 @@ func RemoveAbandoned(dir, prefix string) []string {
 	}
 	var removed []string
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), prefix) {
+		// Only names unusedName makes: the prefix and the decimal digits of a random number
+		// (a user's own .old-drafts in a folder being exported into is not litter).
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" {
 			continue
 		}
 		name := filepath.Join(dir, e.Name())

@@ -153,10 +153,11 @@ func TestWriteDirRemovesAKilledWritersFolders(t *testing.T) {
 	}
 	leave(filepath.Join(dir, ".new-2"))
 	leave(filepath.Join(dir, ".old-3"))
+	leave(filepath.Join(dir, ".old-drafts")) // the user's
 	if err := WriteDir(dir, owns, fill); err != nil {
 		t.Fatal(err)
 	}
-	if got := entryNames(t, dir); !slices.Equal(got, []string{"model"}) {
-		t.Errorf("in a replaced folder: %v, want model alone", got)
+	if got := entryNames(t, dir); !slices.Equal(got, []string{".old-drafts", "model"}) {
+		t.Errorf("in a replaced folder: %v, want the user's .old-drafts and model", got)
 	}
 }
