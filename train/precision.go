@@ -82,16 +82,10 @@ func (c Config) validatePrecision() error {
 		return fmt.Errorf("--loss-scale must be a positive number, got %g", s.Init)
 	case s.Init > maxLossScale:
 		return fmt.Errorf("--loss-scale %g is beyond what a float32 gradient can hold; use at most 2^64 (GradScaler starts at 2^16)", s.Init)
-	case !isPowerOf2(s.Init):
-		return fmt.Errorf("--loss-scale must be a power of two (GradScaler starts at 2^16 = 65536), got %g: scaling by one is exact, so the scaled gradients round as the unscaled ones would", s.Init)
 	case !(s.Growth >= 1) || math.IsInf(s.Growth, 0):
 		return fmt.Errorf("--loss-scale-growth must be >= 1, got %g", s.Growth)
-	case !isPowerOf2(s.Growth):
-		return fmt.Errorf("--loss-scale-growth must be a power of two (default 2), got %g: it keeps the loss scale a power of two, which scales exactly", s.Growth)
 	case !(s.Backoff > 0 && s.Backoff < 1):
 		return fmt.Errorf("--loss-scale-backoff must be in (0,1), got %g", s.Backoff)
-	case !isPowerOf2(s.Backoff):
-		return fmt.Errorf("--loss-scale-backoff must be a power of two (default 0.5), got %g: it keeps the loss scale a power of two, which scales exactly", s.Backoff)
 	case s.Window < 1:
 		return fmt.Errorf("--loss-scale-window must be >= 1, got %d", s.Window)
 	}
@@ -108,10 +102,23 @@ func isPowerOf2(x float64) bool {
 var lossScaleFlags = []string{"loss-scale", "loss-scale-growth", "loss-scale-backoff", "loss-scale-window"}
 
 // CheckLossScaleFlags refuses the loss-scaling flags among set (the flags the user gave) when the
-// run is not fp16, which would ignore them; c is the run's resolved config (a resumed run's
-// precision is its own unless --precision changes it).
+// run is not fp16, which would ignore them, and in fp16 a scale, growth or backoff given that is
+// not a power of two (scaling by one is exact: the scaled gradients round as the unscaled ones
+// would). c is the run's resolved config (a resumed run's precision is its own unless --precision
+// changes it); a resumed run's own saved values go on unchecked, as they were accepted once.
 func (c Config) CheckLossScaleFlags(set map[string]bool) error {
 	if c.ModelPrecision().Compute == backend.F16 {
+		s := c.lossScale()
+		for _, f := range []struct {
+			name, what string
+			v          float64
+		}{{"loss-scale", "GradScaler starts at 2^16 = 65536; scaling by one is exact, so the scaled gradients round as the unscaled ones would", s.Init},
+			{"loss-scale-growth", "default 2; it keeps the loss scale a power of two, which scales exactly", s.Growth},
+			{"loss-scale-backoff", "default 0.5; it keeps the loss scale a power of two, which scales exactly", s.Backoff}} {
+			if set[f.name] && !isPowerOf2(f.v) {
+				return fmt.Errorf("--%s must be a power of two (%s), got %g", f.name, f.what, f.v)
+			}
+		}
 		return nil
 	}
 	for _, name := range lossScaleFlags {

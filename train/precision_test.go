@@ -214,10 +214,6 @@ func TestPrecisionConfig(t *testing.T) {
 		{func(c *Config) { c.StochasticRounding = true }, "--stochastic-rounding"},
 		{func(c *Config) { c.Precision, c.LossScale.Backoff = "fp16", 1 }, "--loss-scale-backoff"},
 		{func(c *Config) { c.Precision, c.LossScale.Init = "fp16", 0 }, "--loss-scale"},
-		{func(c *Config) { c.Precision, c.LossScale.Init = "fp16", 1e12 }, "--loss-scale must be a power of two"},
-		{func(c *Config) { c.Precision, c.LossScale.Init = "fp16", 3*0x1p14 }, "--loss-scale must be a power of two"},
-		{func(c *Config) { c.Precision, c.LossScale.Growth = "fp16", 1.5 }, "--loss-scale-growth must be a power of two"},
-		{func(c *Config) { c.Precision, c.LossScale.Backoff = "fp16", 0.3 }, "--loss-scale-backoff must be a power of two"},
 	} {
 		cfg := smallConfig("x")
 		c.edit(&cfg)
@@ -315,6 +311,40 @@ func TestFP16LossScaleOnResume(t *testing.T) {
 	s.Update(true, LossScaleConfig{Init: maxLossScale, Growth: 2, Backoff: 0.5, Window: 1})
 	if s.Scale != maxLossScale {
 		t.Errorf("the scale grew past its bound to %g", s.Scale)
+	}
+}
+
+// In fp16 a loss scale, growth or backoff given that is not a power of two is refused in one line;
+// the same values saved by a run that predates the rule resume (no flag given), and the defaults
+// and other powers of two pass.
+func TestLossScaleFlagsPowersOfTwo(t *testing.T) {
+	for _, c := range []struct {
+		flag string
+		edit func(*LossScaleConfig)
+	}{
+		{"loss-scale", func(s *LossScaleConfig) { s.Init = 1e12 }},
+		{"loss-scale", func(s *LossScaleConfig) { s.Init = 3 * 0x1p14 }},
+		{"loss-scale-growth", func(s *LossScaleConfig) { s.Growth = 1.5 }},
+		{"loss-scale-backoff", func(s *LossScaleConfig) { s.Backoff = 0.3 }},
+	} {
+		cfg := smallConfig("x")
+		cfg.Precision = "fp16"
+		c.edit(&cfg.LossScale)
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("--%s: a saved run's config %+v is refused: %v", c.flag, cfg.LossScale, err)
+		}
+		if err := cfg.CheckLossScaleFlags(map[string]bool{"steps": true}); err != nil {
+			t.Errorf("--%s not given: %v", c.flag, err)
+		}
+		err := cfg.CheckLossScaleFlags(map[string]bool{c.flag: true})
+		if err == nil || !strings.HasPrefix(err.Error(), "--"+c.flag+" must be a power of two") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("--%s given as %+v: %v, want a one-line refusal", c.flag, cfg.LossScale, err)
+		}
+	}
+	cfg := smallConfig("x")
+	cfg.Precision, cfg.LossScale = "fp16", LossScaleConfig{Init: 0x1p-3, Growth: 1, Backoff: 0.25, Window: 7}
+	if err := cfg.CheckLossScaleFlags(map[string]bool{"loss-scale": true, "loss-scale-growth": true, "loss-scale-backoff": true}); err != nil {
+		t.Errorf("powers of two refused: %v", err)
 	}
 }
 
