@@ -99,7 +99,7 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 	if strings.TrimSpace(getenv(IDPortEnv)) != "" {
 		e.IDPort = p.port(IDPortEnv, true)
 	} else if e.IDPort > 65535 {
-		p.fail("MASTER_PORT=%d: under torchrun the NCCL id is handed out on MASTER_PORT+1, which is not a port; set %s to a free port", e.MasterPort, IDPortEnv)
+		e.IDPort = 0 // ExchangeID says so, if the job exchanges an id at all (NCCL's)
 	}
 	if p.err != nil {
 		return Env{}, p.err

@@ -3,6 +3,7 @@ package dist
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseEnv(t *testing.T) {
@@ -82,7 +83,6 @@ func TestParseEnvErrors(t *testing.T) {
 		{"no port", torch("MASTER_PORT", ""), "MASTER_PORT is not set"},
 		{"bad port", torch("MASTER_PORT", "70000"), `MASTER_PORT="70000" is not a TCP port (1..65535)`},
 		{"missing size", map[string]string{"RANK": "0"}, "WORLD_SIZE is not set"},
-		{"torchrun id port past 65535", torch("MASTER_PORT", "65535"), "MASTER_PORT=65535: under torchrun the NCCL id is handed out on MASTER_PORT+1, which is not a port; set GPT2GO_ID_PORT"},
 		{"bad id port", torch("GPT2GO_ID_PORT", "http"), `GPT2GO_ID_PORT="http" is not a TCP port (1..65535)`},
 		{"openmpi bad size", map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "x"}, `OMPI_COMM_WORLD_SIZE="x" is not a non-negative integer`},
 		{"mpich bad port", map[string]string{"PMI_RANK": "0", "PMI_SIZE": "1", "MASTER_PORT": "0"}, `MASTER_PORT="0" is not a TCP port`},
@@ -96,6 +96,24 @@ func TestParseEnvErrors(t *testing.T) {
 				t.Fatalf("error %v, want one line containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// Under torchrun with MASTER_PORT=65535 the id port MASTER_PORT+1 does not exist: the job still
+// parses (a CPU job exchanges no id), and the exchange, which NCCL needs, says what to set.
+func TestTorchrunLastPort(t *testing.T) {
+	env := map[string]string{"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "h", "MASTER_PORT": "65535"}
+	e, err := ParseEnv(func(k string) string { return env[k] })
+	if err != nil || e.MasterPort != 65535 || e.IDPort != 0 {
+		t.Fatalf("ParseEnv: %+v, %v; want MASTER_PORT 65535 and no id port", e, err)
+	}
+	_, err = ExchangeID(e, nil, time.Second)
+	if err == nil || !strings.Contains(err.Error(), "rank 1: MASTER_PORT=65535: under torchrun the NCCL id is handed out on MASTER_PORT+1, which is not a port; set GPT2GO_ID_PORT") {
+		t.Fatalf("ExchangeID: %v", err)
+	}
+	env["GPT2GO_ID_PORT"] = "4000"
+	if e, err := ParseEnv(func(k string) string { return env[k] }); err != nil || e.IDPort != 4000 {
+		t.Fatalf("with GPT2GO_ID_PORT: %+v, %v", e, err)
 	}
 }
 

@@ -25,6 +25,9 @@ const handshakeTimeout = 10 * time.Second // for one connection's hello and answ
 // which connects to MASTER_ADDR there, retrying until rank 0 is up. Each side gives up after timeout with a
 // one-line error naming the ranks and the address. A job of one rank needs no network.
 func ExchangeID(env Env, newID func() ([]byte, error), timeout time.Duration) ([]byte, error) {
+	if env.Size > 1 && env.IDPort == 0 {
+		return nil, fmt.Errorf("rank %d: MASTER_PORT=%d: under torchrun the NCCL id is handed out on MASTER_PORT+1, which is not a port; set %s to a free port on every rank", env.Rank, env.MasterPort, IDPortEnv)
+	}
 	if env.Size == 1 || env.Rank == 0 {
 		id, err := newID()
 		if err != nil || env.Size == 1 {
