@@ -106,13 +106,17 @@ type notUTF8 struct {
 	files int   // files holding any
 	bytes int64 // in all
 	first string
-	at    int64 // the offset of the first in first
+	at    int64  // the offset of the first in first
+	tok   string // the tokenizer (--tokenizer): wordpiece drops them
 }
 
 func (n notUTF8) String() string {
 	files := "a file holds"
 	if n.files > 1 {
 		files = fmt.Sprintf("%d files hold", n.files)
+	}
+	if n.tok == "wordpiece" {
+		return fmt.Sprintf("warning: %s %d bytes that are not UTF-8 (the first at byte %d of %s), which the WordPiece tokenizer drops, so their text is lost; convert the files to UTF-8 (iconv -f latin1 -t utf-8, say)", files, n.bytes, n.at, n.first)
 	}
 	return fmt.Sprintf("warning: %s %d bytes that are not UTF-8 (the first at byte %d of %s), encoded as U+FFFD (\ufffd), so their text is lost; convert the files to UTF-8 (iconv -f latin1 -t utf-8, say) or prepare with --tokenizer byte, which keeps every byte", files, n.bytes, n.at, n.first)
 }

@@ -223,6 +223,7 @@ func Run(opts Options) (*Result, error) {
 		fmt.Fprintf(progressOrDiscard(opts.Progress), "skipped %s\n", skippedList(skipped))
 	}
 	if bad.bytes > 0 {
+		bad.tok = opts.Tokenizer
 		fmt.Fprintln(progressOrDiscard(opts.Progress), bad)
 	}
 	if opts.ValFraction > 0 && meta.ValTokens == 0 {

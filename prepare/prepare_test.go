@@ -589,4 +589,19 @@ func TestWarnsOfTextThatIsNotUTF8(t *testing.T) {
 	if got := prepare("byte"); strings.Contains(got, "UTF-8") {
 		t.Errorf("byte: the log says %q, want no word of UTF-8", got)
 	}
+	// WordPiece drops the bytes rather than encoding them, and a byte dataset is no BERT one.
+	vocab, err := os.ReadFile(fixtureVocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Inputs: []string{dir}, Out: filepath.Join(t.TempDir(), "o"), Tokenizer: "wordpiece", Vocab: filepath.Join(t.TempDir(), "vocab.txt")}
+	os.WriteFile(opts.Vocab, vocab, 0o644)
+	var log bytes.Buffer
+	opts.Progress = &log
+	if _, err := Run(opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.String(); !strings.Contains(got, "which the WordPiece tokenizer drops") || strings.Contains(got, "U+FFFD") || strings.Contains(got, "--tokenizer byte") {
+		t.Errorf("wordpiece: the log says %q", got)
+	}
 }
