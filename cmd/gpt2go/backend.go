@@ -152,10 +152,18 @@ func (d *deviceFlags) openDevice(stderr io.Writer) (backend.Backend, error) {
 		return d.cpu(stderr, ""), nil
 	case d.device == "auto":
 		visible, err := visibleGPUs()
+		var drvErr *cuda.Error
+		loaded := err == nil || errors.As(err, &drvErr) // the driver loaded; a call of it failed (cuInit: no device)
 		if err == nil && visible == 0 {
 			err = errors.New("the CUDA driver sees no GPU")
 		}
-		if err != nil { // no GPU here: every rank on this node sees the same, so all take the CPU
+		if err != nil && loaded && d.job.Distributed() {
+			// A node with the driver whose rank sees no GPU (CUDA_VISIBLE_DEVICES per rank,
+			// pointing past the node's GPUs or empty): the other ranks may have theirs.
+			return nil, onRank(d.job, fmt.Errorf("--device auto: the CUDA driver loads but this rank sees no usable GPU (%v); a rank of a job does not fall back to the CPU alone: check CUDA_VISIBLE_DEVICES (%q here) and nvidia-smi on this node, or give every rank --device cpu",
+				shortReason(err), os.Getenv("CUDA_VISIBLE_DEVICES")))
+		}
+		if err != nil { // no driver here (a CPU machine): every rank without one takes the CPU
 			return d.cpu(stderr, " (no usable GPU: "+shortReason(err)+")"), nil
 		}
 		ordinal, err := gpuOrdinal(d.job, visible)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -69,5 +70,54 @@ func TestDeviceAutoRankDoesNotFallBackAlone(t *testing.T) {
 	}
 	if len(opened) != 2 || opened[1] != 1 {
 		t.Errorf("opened GPUs %v, want the local rank's, 1, second", opened)
+	}
+}
+
+// --device auto: a rank of a job whose CUDA driver loads but sees no GPU (CUDA_VISIBLE_DEVICES
+// pointing past the node's GPUs) fails in one line naming it, as the other ranks may have theirs;
+// without the driver (a CPU machine) every rank takes the CPU, as one process does.
+func TestDeviceAutoRankWithDriverButNoGPU(t *testing.T) {
+	oldVisible, oldNew := visibleGPUs, newCUDA
+	t.Cleanup(func() { visibleGPUs, newCUDA = oldVisible, oldNew })
+	newCUDA = func(opts cuda.Options) (*cuda.Backend, error) {
+		t.Fatalf("opened GPU %d, but none is visible", opts.Device)
+		return nil, nil
+	}
+	noDevice := fmt.Errorf("%w (is an NVIDIA GPU present and the driver loaded? nvidia-smi should list it)",
+		&cuda.Error{Call: "cuInit", Name: "CUDA_ERROR_NO_DEVICE", Text: "no CUDA-capable device is detected", Code: 100})
+	noDriver := &cuda.LibError{What: "the CUDA driver (libcuda)", Tried: []string{"libcuda.so.1"}}
+	rank3 := dist.Env{Rank: 3, Size: 4, LocalRank: 3, Launcher: "openmpi"}
+	for _, c := range []struct {
+		name    string
+		job     dist.Env
+		visible int
+		err     error
+		want    string // a part of the one-line error; "" for the CPU
+	}{
+		{"rank, driver sees 0 GPUs", rank3, 0, nil, "rank 3 of 4: --device auto: the CUDA driver loads but this rank sees no usable GPU (the CUDA driver sees no GPU)"},
+		{"rank, cuInit: no device", rank3, 0, noDevice, "rank 3 of 4: --device auto: the CUDA driver loads but this rank sees no usable GPU (cuInit failed: CUDA_ERROR_NO_DEVICE"},
+		{"rank, no driver", rank3, 0, noDriver, ""},
+		{"one process, driver sees 0 GPUs", dist.Env{}, 0, nil, ""},
+		{"one process, cuInit: no device", dist.Env{}, 0, noDevice, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			visibleGPUs = func() (int, error) { return c.visible, c.err }
+			var stderr bytes.Buffer
+			d := deviceFlags{device: "auto", threads: 1, job: c.job}
+			be, err := d.openDevice(&stderr)
+			if c.want == "" {
+				if err != nil || !strings.Contains(stderr.String(), "(no usable GPU: ") {
+					t.Fatalf("error %v, stderr %q; want the CPU with the reason", err, stderr.String())
+				}
+				if _, onGPU := be.(*cuda.Backend); onGPU {
+					t.Fatal("a GPU backend")
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) || !strings.Contains(err.Error(), "check CUDA_VISIBLE_DEVICES") ||
+				strings.Contains(err.Error(), "\n") || stderr.Len() != 0 {
+				t.Fatalf("error %v, stderr %q; want one line starting %q", err, stderr.String(), c.want)
+			}
+		})
 	}
 }
