@@ -610,6 +610,8 @@ func (t *Trainer) initWeights() error {
 	}
 	t.state = State{}
 	t.state.Loader = t.train.State()
+	// Before step 0 is saved: a resume from it on another world size says so.
+	t.state.WorldSize, t.state.Zero = t.cfg.WorldSize, t.cfg.Zero
 	return nil
 }
 

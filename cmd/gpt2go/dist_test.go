@@ -535,7 +535,8 @@ func worldOf(t *testing.T, run string, step int) (cfgW, cfgZero, stateW, stateZe
 // another world size it says in one line how the global batch changes and which --grad-accum
 // keeps it, from 1 process to 2 ranks and from 2 ranks to 1. With that --grad-accum the run
 // continues with the bits of the uninterrupted run; without, it trains on (each step once in the
-// log). A checkpoint from before the world size was recorded resumes without the line.
+// log). A checkpoint from before the world size was recorded resumes without the line; one of
+// step 0 (a run killed before its first periodic checkpoint) has it.
 func TestDataParallelResumeOnOtherWorldSize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns mpirun")
@@ -569,6 +570,7 @@ func TestDataParallelResumeOnOtherWorldSize(t *testing.T) {
 		a := filepath.Join(t.TempDir(), "a")
 		mustRun(t, distArgs(dataDir, a, "--grad-accum", "2", "--stop-at", "6")...)
 		layout(t, a, 6, 1, 0, 1, 0)
+		layout(t, a, 0, 1, 0, 1, 0) // step 0 records the layout too
 		b, old := filepath.Join(t.TempDir(), "b"), filepath.Join(t.TempDir(), "old")
 		copyDir(t, a, b)
 		copyDir(t, a, old)
@@ -610,7 +612,19 @@ func TestDataParallelResumeOnOtherWorldSize(t *testing.T) {
 			t.Fatalf("mpirun: %v\n%s", err, out)
 		}
 		layout(t, c, 6, 2, 1, 2, 1)
+		layout(t, c, 0, 2, 1, 2, 1)
 		copyDir(t, c, d)
+
+		// A run killed before its first periodic checkpoint resumes from step 0, whose world
+		// size is known.
+		g := filepath.Join(t.TempDir(), "g")
+		copyDir(t, c, g)
+		for _, step := range []int{4, 6} {
+			if err := os.Remove(checkpoint.Path(g, step)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		expect(t, mustRun(t, "train", "--resume", g, "--threads", "1", "--stop-at", "1"), "world size 2 -> 1: global batch 256 -> 128 tokens (B x T x grad-accum x ranks); pass --grad-accum 2 to keep it")
 		e, f := filepath.Join(t.TempDir(), "e"), filepath.Join(t.TempDir(), "f")
 		copyDir(t, c, e)
 		copyDir(t, c, f)
