@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/gpt2go/gpt2go/backend"
@@ -148,6 +150,18 @@ func (d *distFlags) rank0First(f func() error) error {
 		return f()
 	}
 	return nil
+}
+
+// panicked reports this rank's panic r in one line naming the rank (with the stack under
+// GPT2GO_DEBUG), as run's recover does for a process of its own, and ends the job at once with
+// status 2: the other ranks are waiting, or will wait, on this one in a collective.
+func (d *distFlags) panicked(r any, stderr io.Writer) {
+	if os.Getenv("GPT2GO_DEBUG") != "" {
+		fmt.Fprintf(stderr, "gpt2go train: rank %d of %d: internal error: %v\n%s", d.comm.Rank(), d.comm.Size(), r, debug.Stack())
+	} else {
+		fmt.Fprintf(stderr, "gpt2go train: rank %d of %d: internal error: %v (set GPT2GO_DEBUG=1 for a stack trace and please report it)\n", d.comm.Rank(), d.comm.Size(), r)
+	}
+	d.comm.Abort(2)
 }
 
 // fail ends a data-parallel job after this rank's error: one line naming the rank, then every

@@ -383,8 +383,8 @@ func copyDir(t *testing.T, from, to string) {
 	}
 }
 
-// A rank that fails ends the job at once with one line naming it; a rank that hangs (SIGSTOP)
-// ends it within --dist-timeout, named by the rank that waited.
+// A rank that fails or panics ends the job at once with one line naming it; a rank that hangs
+// (SIGSTOP) ends it within --dist-timeout, named by the rank that waited.
 func TestDataParallelFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns mpirun")
@@ -402,6 +402,26 @@ func TestDataParallelFaults(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "gpt2go train: rank 1 of 2: ") {
 			t.Fatalf("no line names the failing rank:\n%s", out)
+		}
+		if took := time.Since(start); took > 30*time.Second {
+			t.Fatalf("the job took %v to end", took)
+		}
+		t.Logf("%s", out)
+	})
+	// Rank 1 panics as training starts, while rank 0 waits for it: its message is printed,
+	// naming it, and the job ends at once, even with --dist-timeout 0 (no watchdog).
+	t.Run("panicking rank", func(t *testing.T) {
+		t.Setenv("GPT2GO_TEST_PANIC_RANK", "1")
+		t.Setenv("GPT2GO_DEBUG", "") // the one line, not the stack
+		run := filepath.Join(t.TempDir(), "run")
+		start := time.Now()
+		out, err := mpirunGpt2go(t, 2, time.Minute, "", distArgs(dataDir, run, "--dist-timeout", "0")...)
+		if err == nil {
+			t.Fatalf("a job with a panicking rank succeeded:\n%s", out)
+		}
+		want := "gpt2go train: rank 1 of 2: internal error: a test's panic on rank 1 (set GPT2GO_DEBUG=1 for a stack trace and please report it)\n"
+		if !strings.Contains(out, want) {
+			t.Fatalf("no line gives rank 1's panic:\n%s", out)
 		}
 		if took := time.Since(start); took > 30*time.Second {
 			t.Fatalf("the job took %v to end", took)

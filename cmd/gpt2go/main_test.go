@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 		if dir := os.Getenv("GPT2GO_TEST_PID_DIR"); dir != "" { // so that a test can kill one rank
 			os.WriteFile(filepath.Join(dir, "rank-"+os.Getenv("OMPI_COMM_WORLD_RANK")+".pid"), []byte(fmt.Sprint(os.Getpid())), 0o644)
 		}
+		if r, ok := os.LookupEnv("GPT2GO_TEST_PANIC_RANK"); ok && r == os.Getenv("OMPI_COMM_WORLD_RANK") {
+			beforeTrainRun = func() { panic("a test's panic on rank " + r) } // so that a test can panic one rank
+		}
 		main()
 	}
 	os.Exit(m.Run())

@@ -377,8 +377,14 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	if df.comm != nil {
 		defer df.comm.Close()
-		// A rank's error ends every rank, in one line naming the rank.
-		defer func() { err = df.fail(err, stderr) }()
+		// A rank's error ends every rank, in one line naming the rank. So does a panic, here,
+		// before Close (MPI_Finalize, a collective) would wait on ranks that wait on this one.
+		defer func() {
+			if r := recover(); r != nil {
+				df.panicked(r, stderr)
+			}
+			err = df.fail(err, stderr)
+		}()
 		if df.comm.Rank() != 0 {
 			stdout = io.Discard // rank 0 speaks for the job
 		}
@@ -453,6 +459,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err != nil {
 		return err
 	}
+	beforeTrainRun()
 	sum, err := train.Run(ctx, opts)
 	perr := stop() // a profile that failed fails the command, after the run's summary
 	if err != nil {
@@ -522,3 +529,6 @@ func openData(ctx context.Context, spec, cacheDir string, progress io.Writer, be
 	}
 	return dir, ds, nil
 }
+
+// beforeTrainRun runs just before train.Run: a test makes it panic on one rank.
+var beforeTrainRun = func() {}
