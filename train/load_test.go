@@ -106,12 +106,7 @@ func TestResumePastDamagedCheckpointKeepsNewOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	damaged := checkpoint.Path(dir, 8)
-	b, err := os.ReadFile(damaged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)-10] ^= 0xff
-	os.WriteFile(damaged, b, 0o644)
+	damageFile(t, damaged)
 	var out strings.Builder
 	if _, err := runTrain(t, Options{Config: cfg, RunDir: dir, Resume: true, StopAt: 6, Out: &out}); err != nil {
 		t.Fatal(err)
@@ -450,9 +445,7 @@ func TestResumeWithNoUsableCheckpoint(t *testing.T) {
 	}
 	entries, _ := checkpoint.List(dir)
 	for _, e := range entries {
-		b, _ := os.ReadFile(e.Path)
-		b[len(b)-10] ^= 0xff
-		os.WriteFile(e.Path, b, 0o644)
+		damageFile(t, e.Path)
 	}
 	cfg.Steps = 8
 	var out strings.Builder
@@ -568,5 +561,19 @@ func checkRunKept(t *testing.T, what, dir string, before map[string][]byte) {
 	}
 	if isDir(filepath.Join(dir, replacedDir)) {
 		t.Errorf("%s: %s was left", what, replacedDir)
+	}
+}
+
+// damageFile flips a byte near the end of the file at path (a checkpoint's tensor data), as a
+// bad disk or a torn copy would.
+func damageFile(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-10] ^= 0xff
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
